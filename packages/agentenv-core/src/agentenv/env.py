@@ -1,0 +1,157 @@
+"""The env contract: a stateful tool provider, one instance per episode.
+
+An env is constructed cheaply (its tools are known right away), then ``deploy()`` (may be slow),
+``call(name, args)`` any number of times, and ``teardown()`` exactly once. Every method may be
+sync or ``async``: agentenv awaits async ones on its event loop and runs sync ones in a thread.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+__all__ = ["Env", "Tool", "render_result", "tool"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+_TOOL_ATTR = "__agentenv_tool__"
+
+
+@dataclass(frozen=True)
+class Tool:
+    """A tool the model may call: its name, what it does, and the full JSON Schema of its arguments."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any] = field(default_factory=lambda: {"type": "object", "properties": {}})
+
+    def as_openai(self) -> dict[str, Any]:
+        """The OpenAI function-tool form chat templates render."""
+        return {
+            "type": "function",
+            "function": {"name": self.name, "description": self.description, "parameters": self.parameters},
+        }
+
+    def as_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict (the form the server sends)."""
+        return {"name": self.name, "description": self.description, "parameters": self.parameters}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Tool:
+        """Read the form ``as_dict`` writes."""
+        return cls(
+            name=str(data["name"]),
+            description=str(data.get("description", "")),
+            parameters=dict(data.get("parameters") or {"type": "object", "properties": {}}),
+        )
+
+
+def tool(
+    parameters: Mapping[str, Any] | None = None, *, name: str | None = None, description: str | None = None
+) -> Callable[[F], F]:
+    """Mark an ``Env`` method as a tool.
+
+    ``parameters`` is the JSON Schema of the arguments (an object schema; nested objects, arrays,
+    enums and ``required`` all work). The description defaults to the docstring's first paragraph.
+
+    Example::
+
+        class Calculator(Env):
+            @tool({"type": "object", "properties": {"a": {"type": "number"}, "b": {"type": "number"}},
+                   "required": ["a", "b"]})
+            def add(self, a: float, b: float) -> float:
+                "Add two numbers."
+                return a + b
+    """
+
+    def mark(fn: F) -> F:
+        doc = inspect.getdoc(fn) or ""
+        setattr(
+            fn,
+            _TOOL_ATTR,
+            Tool(
+                name=name or fn.__name__,
+                description=description if description is not None else doc.split("\n\n")[0].strip(),
+                parameters=dict(parameters or {"type": "object", "properties": {}}),
+            ),
+        )
+        return fn
+
+    return mark
+
+
+class Env:
+    """Base class for in-process envs (the ``python`` env kind: ``target: module:Class``).
+
+    agentenv constructs ``Class(config, bundle_dir)`` once per episode; ``config`` is the env's
+    ``config`` mapping from bundle.yaml, ``bundle_dir`` the bundle's folder (for fixtures). Keep the
+    constructor cheap and free of side effects: slow work belongs in ``deploy``.
+
+    Tools are the methods marked with ``@tool``; override ``tools`` and ``call`` to build them
+    another way. Raise ``agentenv.ToolError`` (or any exception) for the caller's mistake: the
+    message goes back to the model. Raise ``agentenv.EnvCrashed`` when the env itself broke.
+    """
+
+    def __init__(self, config: Mapping[str, Any], bundle_dir: Path) -> None:
+        self.config = dict(config)
+        self.bundle_dir = Path(bundle_dir)
+
+    @classmethod
+    def declared_tools(cls) -> list[Tool]:
+        """The ``@tool`` methods of the class, in definition order (known without an instance)."""
+        seen: dict[str, Tool] = {}
+        for klass in reversed(cls.__mro__):
+            for value in vars(klass).values():
+                spec = getattr(value, _TOOL_ATTR, None)
+                if isinstance(spec, Tool):
+                    seen[spec.name] = spec
+        return list(seen.values())
+
+    @classmethod
+    def tool_methods(cls) -> dict[str, str]:
+        """Tool name -> method name, for the ``@tool`` methods (computed once per class)."""
+        table = cls.__dict__.get("_agentenv_tool_methods")
+        if table is None:
+            table = {}
+            for klass in reversed(cls.__mro__):
+                for attr, value in vars(klass).items():
+                    spec = getattr(value, _TOOL_ATTR, None)
+                    if isinstance(spec, Tool):
+                        table[spec.name] = attr
+            cls._agentenv_tool_methods = table
+        return table
+
+    def tools(self) -> list[Tool]:
+        """The tools this env offers (before and after deploy)."""
+        return self.declared_tools()
+
+    def deploy(self) -> Any:
+        """Bring the env up (start services, load fixtures). May be slow; may be ``async``."""
+        return None
+
+    def call(self, name: str, args: Mapping[str, Any]) -> Any:
+        """Run tool ``name`` with validated ``args``; the return value is shown to the model."""
+        method = self.tool_methods().get(name)
+        if method is None:
+            raise LookupError(f"{type(self).__name__} has no tool {name!r}")
+        return getattr(self, method)(**args)
+
+    def teardown(self) -> Any:
+        """Release what ``deploy`` took. Called exactly once per episode, even after a failure."""
+        return None
+
+
+def render_result(value: Any) -> str:
+    """What the model sees of a tool's return value: text as is, anything else as JSON."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    try:
+        return json.dumps(value, ensure_ascii=False, default=str)
+    except (TypeError, ValueError):
+        return str(value)

@@ -1,0 +1,465 @@
+"""Episodes: one play of one task.
+
+deploy (in the background, with a deadline) -> turn 1 open -> tool calls (each with a deadline)
+-> ``end_turn(reply)`` runs the turn's verifiers and opens the next turn or finishes -> result.
+
+The result is ``scored`` (reward and scores by step id), ``failed`` (the env's fault: reward None,
+with the failure's kind and stage) or ``unscored`` (no verdict). A policy's mistake (an unknown
+tool, bad arguments, a tool that raises) goes back to the model as the tool's answer and is scored.
+Teardown runs exactly once, also on cancellation and after a crash.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import logging
+import shutil
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from .bundle import BASH_TOOL, Bundle, RewardSpec, Task, effective_tools
+from .env import Env, Tool, render_result
+from .errors import EnvCrashed
+from .plugins import Plugins, plugins
+from .schema import argument_errors
+from .verifiers import Check, ToolRecord, as_score
+
+__all__ = ["Episode", "EpisodeResult", "Failure", "Seconds", "Step"]
+
+log = logging.getLogger(__name__)
+
+Outcome = Literal["scored", "failed", "unscored"]
+BASH_OUTPUT_LIMIT = 16_000
+
+
+@dataclass(frozen=True)
+class Failure:
+    """Why the env failed an episode: ``kind`` (deploy, deadline, crash, verifier), ``stage``
+    (deploy, tool, scoring) and the message."""
+
+    kind: str
+    stage: str
+    message: str
+
+
+@dataclass(frozen=True)
+class Seconds:
+    """Where an episode's env time went."""
+
+    deploy: float = 0.0
+    tools: float = 0.0
+    scoring: float = 0.0
+
+    @property
+    def total(self) -> float:
+        """All of it."""
+        return self.deploy + self.tools + self.scoring
+
+
+@dataclass(frozen=True)
+class EpisodeResult:
+    """How an episode ended. ``reward`` is None unless ``outcome`` is ``scored``."""
+
+    task_id: str
+    outcome: Outcome
+    reward: float | None = None
+    scores: dict[str, float | None] = field(default_factory=dict)
+    failure: Failure | None = None
+    reason: str = ""
+    turns: int = 0
+    seconds: Seconds = field(default_factory=Seconds)
+
+    def as_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict (the form the server sends)."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> EpisodeResult:
+        """Read the form ``as_dict`` writes."""
+        failure = data.get("failure")
+        return cls(
+            task_id=str(data["task_id"]),
+            outcome=data["outcome"],
+            reward=data.get("reward"),
+            scores=dict(data.get("scores") or {}),
+            failure=Failure(**failure) if failure else None,
+            reason=str(data.get("reason", "")),
+            turns=int(data.get("turns", 0)),
+            seconds=Seconds(**(data.get("seconds") or {})),
+        )
+
+
+@dataclass(frozen=True)
+class Step:
+    """What an episode answers to a tool call or an end of turn.
+
+    ``text`` is the tool's answer or the next turn's prompt; ``error`` marks a tool answer that is an
+    error message (the policy's mistake); ``done`` means the episode is over and ``result`` says how.
+    """
+
+    text: str = ""
+    error: bool = False
+    done: bool = False
+    result: EpisodeResult | None = None
+
+
+RewardArg = str | RewardSpec | Callable[[Mapping[str, float]], float] | None
+
+
+class Episode:
+    """One play of ``task``: create with the bundle and the task, ``await start()``, then call tools
+    and end turns; ``await close()`` always (it tears down and returns the result)."""
+
+    def __init__(
+        self,
+        bundle: Bundle,
+        task: Task,
+        *,
+        tool_timeout: float = 60.0,
+        deploy_timeout: float = 300.0,
+        score_timeout: float | None = None,
+        reward: RewardArg = None,
+        episode_id: str | None = None,
+        plugin_set: Plugins | None = None,
+    ) -> None:
+        self.bundle = bundle
+        self.task = task
+        self.episode_id = episode_id or uuid.uuid4().hex
+        self.tool_timeout = tool_timeout
+        self.deploy_timeout = deploy_timeout
+        self.score_timeout = score_timeout if score_timeout is not None else max(tool_timeout, 30.0)
+        self.toolset = bundle.toolset(task)
+        self._plugins = plugin_set or plugins()
+        self._reward = reward
+        self.envs: dict[str, Any] = {}
+        self.tools: list[Tool] = []
+        self._owner: dict[str, str] = {}
+        self.turn = 0
+        self.calls: list[ToolRecord] = []
+        self._scores: dict[str, float | None] = {}
+        self._result: EpisodeResult | None = None
+        self._deploy_task: asyncio.Task[None] | None = None
+        self._started = False
+        self._closed = False
+        self._close_lock = asyncio.Lock()
+        self._torn_down = False
+        self._scratch: Path | None = None
+        self._seconds = {"deploy": 0.0, "tools": 0.0, "scoring": 0.0}
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    @property
+    def result(self) -> EpisodeResult | None:
+        """The result once the episode is over (scored, failed or unscored), else None."""
+        return self._result
+
+    @property
+    def system(self) -> str:
+        """The task's system prompt."""
+        return self.task.system
+
+    @property
+    def prompt(self) -> str:
+        """The open turn's prompt (the last one once the episode is over)."""
+        return self.task.turns[min(self.turn, len(self.task.turns) - 1)].prompt
+
+    async def start(self) -> None:
+        """Create the envs, list the tools, and start the deploy in the background.
+
+        Returns at once; the first tool call or end of turn waits for the deploy.
+        """
+        if self._started:
+            raise RuntimeError("Episode.start() was called twice; create a new Episode for each play")
+        self._started = True
+        self._plugins.notify_started(self)
+        try:
+            for name in self.toolset.envs:
+                spec = self.bundle.envs[name]
+                self.envs[name] = self._plugins.env_kinds()[spec.kind].create(spec, self.bundle.path)
+            for name, env in self.envs.items():
+                listed = await _maybe_await(env.tools())
+                listed = [t if isinstance(t, Tool) else Tool.from_dict(t) for t in listed]
+                offered = effective_tools(self.bundle.envs[name], self.toolset, listed)
+                self._check_access(name, listed)
+                for t in offered:
+                    if t.name in self._owner:
+                        raise EnvCrashed(
+                            f"tool {t.name!r} is offered by both {self._owner[t.name]!r} and {name!r}; "
+                            "deny it in one of them"
+                        )
+                    self._owner[t.name] = name
+                    self.tools.append(t)
+            if self.toolset.bash:
+                self._owner[BASH_TOOL] = BASH_TOOL
+                self.tools.append(BASH)
+        except Exception as exc:
+            self._fail("deploy", "deploy", f"could not create the envs: {type(exc).__name__}: {exc}")
+            return
+        self._deploy_task = asyncio.create_task(self._deploy(), name=f"deploy {self.task.id}")
+
+    def _check_access(self, env_name: str, listed: list[Tool]) -> None:
+        have = {t.name for t in listed}
+        for change in ("deny", "allow"):
+            for tool_name in getattr(self.toolset, change).get(env_name, []):
+                if tool_name not in have:
+                    raise EnvCrashed(
+                        f"task {self.task.id!r} {change}s tool {tool_name!r}, which env {env_name!r} "
+                        f"does not have; its tools: {', '.join(sorted(have))}"
+                    )
+
+    async def _deploy(self) -> None:
+        started = time.perf_counter()
+        failure: tuple[str, str, str] | None = None
+        try:
+            async with asyncio.timeout(self.deploy_timeout):
+                for env in self.envs.values():
+                    await _call(env.deploy)
+                if self.toolset.bash:
+                    self._scratch = Path(tempfile.mkdtemp(prefix=f"agentenv-{self.task.id}-"))
+        except TimeoutError:
+            failure = (
+                "deadline",
+                "deploy",
+                f"deploy took longer than its deadline ({self.deploy_timeout:g} s)",
+            )
+        except Exception as exc:
+            failure = ("deploy", "deploy", f"{type(exc).__name__}: {exc}")
+        finally:
+            self._seconds["deploy"] += time.perf_counter() - started
+        if failure is not None:
+            self._fail(*failure)
+
+    async def _deployed(self) -> bool:
+        """Wait for the deploy; False when the episode is over (failed)."""
+        if not self._started:
+            raise RuntimeError("call Episode.start() first")
+        if self._deploy_task is not None and not self._deploy_task.done():
+            await asyncio.shield(self._deploy_task)
+        return self._result is None
+
+    async def close(self) -> EpisodeResult:
+        """End the episode: tear every env down exactly once and return the result.
+
+        An episode closed before its last turn ended is ``unscored``. Safe to call more than once
+        and from a cancelled task: the teardown itself is shielded from cancellation.
+        """
+        async with self._close_lock:
+            if not self._closed:
+                self._closed = True
+                await asyncio.shield(self._teardown())
+                if self._result is None:
+                    self._result = self._finish(
+                        "unscored",
+                        reason=f"ended before its last turn (turn {self.turn + 1} of {len(self.task.turns)})",
+                    )
+                self._plugins.notify_finished(self, self._result)
+        assert self._result is not None
+        return self._result
+
+    async def _teardown(self) -> None:
+        if self._torn_down:
+            return
+        self._torn_down = True
+        if self._deploy_task is not None and not self._deploy_task.done():
+            self._deploy_task.cancel()
+            with contextlib.suppress(BaseException):
+                await self._deploy_task
+        for name, env in self.envs.items():
+            try:
+                await asyncio.wait_for(_call(env.teardown), max(self.deploy_timeout, 30.0))
+            except Exception:
+                log.exception("teardown of env %r (task %r) failed", name, self.task.id)
+        if self._scratch is not None:
+            shutil.rmtree(self._scratch, ignore_errors=True)
+
+    # -- playing -----------------------------------------------------------------------------
+
+    async def call(self, name: str, args: Any) -> Step:
+        """Run tool ``name``. Unknown tools and bad arguments are answered as errors, not raised."""
+        if self._result is not None:
+            return Step(done=True, result=self._result)
+        if name not in self._owner:
+            available = ", ".join(t.name for t in self.tools) or "none"
+            return self._record(name, args, f"unknown tool {name!r}; the tools are: {available}", error=True)
+        tool = next(t for t in self.tools if t.name == name)
+        problem = argument_errors(name, tool.parameters, args)
+        if problem is not None:
+            return self._record(name, args, problem, error=True)
+        if not await self._deployed():
+            return Step(done=True, result=self._result)
+        started = time.perf_counter()
+        failure: tuple[str, str, str] | None = None
+        try:
+            async with asyncio.timeout(self.tool_timeout):
+                if name == BASH_TOOL and self._owner[name] == BASH_TOOL:
+                    value = await self._bash(args)
+                else:
+                    value = await _invoke(self.envs[self._owner[name]], name, args)
+        except TimeoutError:
+            failure = (
+                "deadline",
+                "tool",
+                f"tool {name!r} did not answer within its deadline ({self.tool_timeout:g} s)",
+            )
+        except EnvCrashed as exc:
+            failure = ("crash", "tool", f"tool {name!r}: {exc}")
+        except Exception as exc:  # the tool refused the call: the policy's doing, scored
+            value, failure = exc, None
+        finally:
+            self._seconds["tools"] += time.perf_counter() - started
+        if failure is not None:
+            self._fail(*failure)
+            return Step(done=True, result=self._result)
+        if isinstance(value, Exception):
+            return self._record(name, args, f"error: {value}", error=True)
+        return self._record(name, args, render_result(value), error=False)
+
+    def _record(self, name: str, args: Any, answer: str, *, error: bool) -> Step:
+        self.calls.append(ToolRecord(name, dict(args) if isinstance(args, dict) else {}, answer, error))
+        return Step(text=answer, error=error)
+
+    async def end_turn(self, reply: str) -> Step:
+        """End the open turn with the model's ``reply``: score it, then open the next turn or finish."""
+        if self._result is not None:
+            return Step(done=True, result=self._result)
+        if not await self._deployed():
+            return Step(done=True, result=self._result)
+        turn = self.task.turns[self.turn]
+        started = time.perf_counter()
+        check = Check(reply=reply, turn=self.turn, task=self.task, envs=self.envs, calls=tuple(self.calls))
+        failure: tuple[str, str, str] | None = None
+        try:
+            async with asyncio.timeout(self.score_timeout):
+                for spec in turn.verifiers:
+                    verify = self.bundle.verifiers[(self.task.id, spec.id)]
+                    where = f"verifier {spec.id!r} ({spec.kind})"
+                    self._scores[spec.id] = as_score(await _call(verify, check), where)
+        except TimeoutError:
+            failure = (
+                "deadline",
+                "scoring",
+                f"verifiers of turn {self.turn + 1} took longer than {self.score_timeout:g} s",
+            )
+        except Exception as exc:
+            failure = ("verifier", "scoring", f"{type(exc).__name__}: {exc}")
+        finally:
+            self._seconds["scoring"] += time.perf_counter() - started
+        if failure is not None:
+            self._fail(*failure)
+        if self._result is not None:
+            return Step(done=True, result=self._result)
+        self.turn += 1
+        if self.turn < len(self.task.turns):
+            return Step(text=self.task.turns[self.turn].prompt)
+        self._result = self._score()
+        await self.close()
+        return Step(done=True, result=self._result)
+
+    def _score(self) -> EpisodeResult:
+        if not self._scores:
+            return self._finish("unscored", reason=f"task {self.task.id!r} has no verifiers")
+        missing = [k for k, v in self._scores.items() if v is None]
+        if missing:
+            return self._finish("unscored", reason=f"no verdict from {', '.join(missing)}")
+        scores = {k: float(v) for k, v in self._scores.items() if v is not None}
+        try:
+            reward = self._combine(scores)
+        except Exception as exc:
+            return self._finish("failed", failure=Failure("verifier", "scoring", f"reward rule failed: {exc}"))
+        return self._finish("scored", reward=reward)
+
+    def _combine(self, scores: Mapping[str, float]) -> float:
+        rule = self._reward if self._reward is not None else self.task.reward
+        if callable(rule):
+            return float(rule(scores))
+        spec = RewardSpec(rule=rule) if isinstance(rule, str) else rule
+        return float(self._plugins.reward_rule(spec.rule).combine(scores, spec.params))
+
+    def _fail(self, kind: str, stage: str, message: str) -> None:
+        if self._result is None:
+            self._result = self._finish("failed", failure=Failure(kind, stage, message))
+
+    def _finish(
+        self,
+        outcome: Outcome,
+        *,
+        reward: float | None = None,
+        failure: Failure | None = None,
+        reason: str = "",
+    ) -> EpisodeResult:
+        return EpisodeResult(
+            task_id=self.task.id,
+            outcome=outcome,
+            reward=reward if outcome == "scored" else None,
+            scores=dict(self._scores),
+            failure=failure,
+            reason=reason or (failure.message if failure else ""),
+            turns=min(self.turn + (1 if outcome == "failed" else 0), len(self.task.turns)),
+            seconds=Seconds(**self._seconds),
+        )
+
+    async def _bash(self, args: Mapping[str, Any]) -> str:
+        proc = await asyncio.create_subprocess_exec(
+            "bash",
+            "-c",
+            str(args["command"]),
+            cwd=self._scratch,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+            start_new_session=True,
+        )
+        try:
+            out, _ = await proc.communicate()
+        except BaseException:
+            with contextlib.suppress(ProcessLookupError):
+                import os
+                import signal
+
+                os.killpg(proc.pid, signal.SIGKILL)
+            raise
+        text = out.decode(errors="replace")
+        if len(text) > BASH_OUTPUT_LIMIT:
+            text = text[:BASH_OUTPUT_LIMIT] + f"\n[output cut at {BASH_OUTPUT_LIMIT} characters]"
+        return f"{text}\n[exit code {proc.returncode}]"
+
+
+BASH = Tool(
+    BASH_TOOL,
+    "Run a bash command in this episode's scratch folder; returns its output and exit code.",
+    {
+        "type": "object",
+        "properties": {"command": {"type": "string", "description": "The command."}},
+        "required": ["command"],
+        "additionalProperties": False,
+    },
+)
+
+
+async def _maybe_await(value: Any) -> Any:
+    return await value if inspect.isawaitable(value) else value
+
+
+async def _call(fn: Callable[..., Any], *args: Any) -> Any:
+    """Await ``fn`` on the loop when it is async; run it in a thread when it may block."""
+    if inspect.iscoroutinefunction(fn) or getattr(fn, "is_async", False):
+        return await fn(*args)
+    return await _maybe_await(await asyncio.to_thread(fn, *args))
+
+
+async def _invoke(env: Any, name: str, args: Mapping[str, Any]) -> Any:
+    if isinstance(env, Env) and type(env).call is Env.call:
+        # resolve the @tool method directly so an async tool runs on the loop, a sync one in a thread
+        attr = type(env).tool_methods().get(name)
+        if attr is not None:
+            method = getattr(env, attr)
+            if inspect.iscoroutinefunction(method):
+                return await method(**args)
+            return await _maybe_await(await asyncio.to_thread(lambda: method(**args)))
+    return await _call(env.call, name, args)

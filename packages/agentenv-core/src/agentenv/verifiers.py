@@ -1,0 +1,190 @@
+"""Built-in verifier kinds and reward rules.
+
+A verifier scores one turn: 1.0 / 0.0 for pass / fail, any float in between, or None for no
+verdict (the episode is then ``unscored``, never trained on as a zero).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .plugins import RewardRule, VerifierKind, resolve
+
+if TYPE_CHECKING:
+    from .bundle import Task
+
+__all__ = ["Check", "ToolRecord", "as_score"]
+
+
+@dataclass(frozen=True)
+class ToolRecord:
+    """One tool call of an episode, as the model made it and as the env answered."""
+
+    tool: str
+    args: Mapping[str, Any]
+    answer: str
+    error: bool
+
+
+@dataclass(frozen=True)
+class Check:
+    """What a verifier sees: the reply that ends the turn, the turn, the task and the live envs."""
+
+    reply: str
+    turn: int
+    task: Task
+    envs: Mapping[str, Any]
+    calls: Sequence[ToolRecord] = field(default_factory=tuple)
+
+    @property
+    def env(self) -> Any:
+        """The task's first env instance (None when the toolset has no env)."""
+        return next(iter(self.envs.values()), None)
+
+
+def as_score(value: Any, where: str) -> float | None:
+    """A verifier's return value as a score: bool and numbers in [0, 1]... or None (no verdict)."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return 1.0 if value else 0.0
+    if isinstance(value, int | float) and math.isfinite(value):
+        return float(value)
+    raise TypeError(f"{where} returned {value!r}; return a finite number, a bool, or None for no verdict")
+
+
+def _answers(params: Mapping[str, Any], key: str = "answer") -> list[str]:
+    if key not in params:
+        raise ValueError(f"missing {key!r}; give the expected answer ({key}: 42) or a list of accepted ones")
+    value = params[key]
+    values = value if isinstance(value, list) else [value]
+    return [str(v) for v in values]
+
+
+def _normalize(text: str, ignore_case: bool) -> str:
+    text = " ".join(text.strip().split()).rstrip(".")
+    return text.casefold() if ignore_case else text
+
+
+def _only(params: Mapping[str, Any], allowed: set[str]) -> None:
+    extra = sorted(set(params) - allowed)
+    if extra:
+        raise ValueError(f"unknown field(s) {', '.join(extra)}; the fields are id, kind, {', '.join(sorted(allowed))}")
+
+
+def _build_regex(params: Mapping[str, Any], bundle_dir: Path) -> Callable[[Check], float]:
+    _only(params, {"pattern", "ignore_case"})
+    if "pattern" not in params:
+        raise ValueError("missing 'pattern'; give the regular expression the reply must match")
+    try:
+        regex = re.compile(str(params["pattern"]), re.IGNORECASE if params.get("ignore_case") else 0)
+    except re.error as exc:
+        raise ValueError(f"pattern {params['pattern']!r} is not a valid regular expression: {exc}") from None
+    return lambda check: 1.0 if regex.search(check.reply) else 0.0
+
+
+def _build_exact(params: Mapping[str, Any], bundle_dir: Path) -> Callable[[Check], float]:
+    _only(params, {"answer", "ignore_case"})
+    ignore_case = bool(params.get("ignore_case", True))
+    accepted = {_normalize(a, ignore_case) for a in _answers(params)}
+    return lambda check: 1.0 if _normalize(check.reply, ignore_case) in accepted else 0.0
+
+
+def _build_contains(params: Mapping[str, Any], bundle_dir: Path) -> Callable[[Check], float]:
+    _only(params, {"answer", "ignore_case"})
+    ignore_case = bool(params.get("ignore_case", True))
+    accepted = [_normalize(a, ignore_case) for a in _answers(params)]
+
+    def verify(check: Check) -> float:
+        reply = _normalize(check.reply, ignore_case)
+        return 1.0 if any(a in reply for a in accepted) else 0.0
+
+    return verify
+
+
+def _build_python(params: Mapping[str, Any], bundle_dir: Path) -> Callable[[Check], Any]:
+    _only(params, {"check", "env"})
+    if "check" not in params:
+        raise ValueError("missing 'check'; name the function as module:function (it gets the env and the reply)")
+    fn = resolve(str(params["check"]), bundle_dir=bundle_dir, what="check")
+    if not callable(fn):
+        raise ValueError(f"check {params['check']!r} is not callable")
+    env_name = params.get("env")
+
+    def verify(check: Check) -> Any:
+        if env_name is not None and env_name not in check.envs:
+            raise LookupError(f"check {params['check']!r} wants env {env_name!r}, which this task's toolset lacks")
+        env = check.envs[env_name] if env_name is not None else check.env
+        return fn(env, check.reply)
+
+    verify.is_async = _is_async(fn)  # type: ignore[attr-defined]
+    return verify
+
+
+def _is_async(fn: Any) -> bool:
+    import inspect
+
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None))  # noqa: B004
+
+
+VERIFIER_KINDS = (
+    VerifierKind("regex", _build_regex),
+    VerifierKind("exact", _build_exact),
+    VerifierKind("contains", _build_contains),
+    VerifierKind("python", _build_python),
+)
+
+
+# --- reward rules ----------------------------------------------------------------------------
+
+
+def _mean(scores: Mapping[str, float], params: Mapping[str, Any]) -> float:
+    return sum(scores.values()) / len(scores)
+
+
+def _min(scores: Mapping[str, float], params: Mapping[str, Any]) -> float:
+    return min(scores.values())
+
+
+def _last(scores: Mapping[str, float], params: Mapping[str, Any]) -> float:
+    return list(scores.values())[-1]
+
+
+def _weighted(scores: Mapping[str, float], params: Mapping[str, Any]) -> float:
+    weights = params["weights"]
+    total = sum(float(weights.get(k, 0.0)) for k in scores)
+    return sum(float(weights.get(k, 0.0)) * v for k, v in scores.items()) / total
+
+
+def _no_params(params: Mapping[str, Any], step_ids: Sequence[str]) -> list[str]:
+    return [f"unknown field(s) {', '.join(sorted(params))}; this rule takes none"] if params else []
+
+
+def _check_weighted(params: Mapping[str, Any], step_ids: Sequence[str]) -> list[str]:
+    weights = params.get("weights")
+    if not isinstance(weights, dict) or not weights:
+        return ["weighted needs weights by step id (weights: {answer-1: 1, answer-2: 3})"]
+    problems = [
+        f"weights name step {k!r}, which this task does not have; its steps: {', '.join(step_ids)}"
+        for k in weights
+        if k not in step_ids
+    ]
+    try:
+        if sum(float(v) for v in weights.values()) <= 0:
+            problems.append("weights must add up to more than 0")
+    except (TypeError, ValueError):
+        problems.append("weights must be numbers")
+    return problems
+
+
+REWARD_RULES = (
+    RewardRule("mean", _mean, _no_params),
+    RewardRule("min", _min, _no_params),
+    RewardRule("last", _last, _no_params),
+    RewardRule("weighted", _weighted, _check_weighted),
+)

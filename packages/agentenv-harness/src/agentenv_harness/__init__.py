@@ -1,0 +1,1 @@
+"""agentenv-harness (in progress)."""

@@ -1,0 +1,1 @@
+"""agentenv-server (in progress)."""

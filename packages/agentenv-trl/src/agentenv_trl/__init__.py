@@ -1,0 +1,1 @@
+"""agentenv-trl (in progress)."""

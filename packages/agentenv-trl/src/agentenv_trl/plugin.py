@@ -1,0 +1,1 @@
+"""agentenv plugin of agentenv-trl."""

@@ -1,0 +1,1 @@
+"""agentenv-verl (in progress)."""
