@@ -161,6 +161,17 @@ class Episode:
         return self._result
 
     @property
+    def deployed(self) -> bool:
+        """True once every env deployed (and the episode has not failed)."""
+        task = self._deploy_task
+        return task is not None and task.done() and self._result is None
+
+    @property
+    def closed(self) -> bool:
+        """True once the episode was torn down."""
+        return self._closed
+
+    @property
     def system(self) -> str:
         """The task's system prompt."""
         return self.task.system

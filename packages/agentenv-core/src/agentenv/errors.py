@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 __all__ = [
     "AgentEnvError",
@@ -106,9 +107,10 @@ class ToolDeadline(AgentEnvError):
 class EpisodeFailed(AgentEnvError):
     """The env failed the episode (its fault, not the policy's); never train on it as a zero."""
 
-    def __init__(self, message: str, *, kind: str, stage: str) -> None:
+    def __init__(self, message: str, *, kind: str, stage: str, result: Any = None) -> None:
         self.kind = kind
         self.stage = stage
+        self.result = result  # the EpisodeResult, when the server sent one
         super().__init__(message)
 
 

@@ -1,1 +1,18 @@
-"""agentenv-server (in progress)."""
+"""agentenv-server: serve an agentenv bundle as an OpenEnv environment server.
+
+    from agentenv_server import build_app
+    app = build_app("examples/bundles/inbox", token=os.environ["AGENTENV_TOKEN"])
+    # uvicorn.run(app, host="0.0.0.0", port=8000)   or: agentenv serve examples/bundles/inbox
+
+The app is OpenEnv 0.10's own server: an episode is an OpenEnv session on ``/ws``, and the tasks
+are served through OpenEnv's Task API.
+"""
+
+from __future__ import annotations
+
+from .app import DEFAULT_MAX_CONCURRENT_ENVS, EpisodeAction, EpisodeObservation, build_app
+from .runner import ServerThread
+
+__version__ = "0.1.0"
+
+__all__ = ["DEFAULT_MAX_CONCURRENT_ENVS", "EpisodeAction", "EpisodeObservation", "ServerThread", "build_app"]

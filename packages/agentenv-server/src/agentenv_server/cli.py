@@ -1,0 +1,85 @@
+"""``agentenv serve BUNDLE``: serve a bundle on a port, with a token read from an environment variable."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from agentenv.errors import AgentEnvError
+
+from .app import MAX_CONCURRENT_ENVS_VAR
+
+__all__ = ["configure", "run"]
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    """The arguments of ``agentenv serve``."""
+    parser.add_argument("bundle", help="the bundle's folder")
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=8000, help="port to listen on (default: 8000)")
+    parser.add_argument(
+        "--token-var",
+        metavar="NAME",
+        help="environment variable holding the bearer token clients must send (the token itself is never an "
+        "argument or a file, and never logged)",
+    )
+    parser.add_argument("--allow-no-token", action="store_true", help="serve a non-loopback host without a token")
+    parser.add_argument(
+        "--max-concurrent-envs",
+        type=int,
+        metavar="N",
+        help=f"sessions at once (default: ${MAX_CONCURRENT_ENVS_VAR}, else 64)",
+    )
+    parser.add_argument("--tool-timeout", type=float, default=60.0, help="seconds a tool call may take")
+    parser.add_argument("--reset-timeout", type=float, default=300.0, help="seconds a deploy may take")
+    parser.add_argument("--idle-timeout", type=float, default=900.0, help="seconds before an idle session is closed")
+    parser.add_argument("--ping-interval", type=float, default=20.0, help="keepalive ping period (half-open reaping)")
+    parser.add_argument("--reward", help="a reward rule applied to every task instead of its own (e.g. mean)")
+    parser.add_argument("--log-level", default="info", help="uvicorn log level (default: info)")
+
+
+def read_token(var: str | None) -> str | None:
+    """The token from ``$var`` (None without ``--token-var``); refuses an unset or empty variable."""
+    if var is None:
+        return None
+    token = os.environ.get(var)
+    if not token:
+        raise AgentEnvError(f"--token-var {var}: ${var} is not set or empty; export {var}=<token> first")
+    return token
+
+
+def run(args: argparse.Namespace) -> int:
+    """Serve until SIGTERM or Ctrl-C; every running episode is torn down before exit."""
+    import uvicorn
+
+    from .app import build_app
+    from .runner import is_loopback, uvicorn_config
+
+    token = read_token(args.token_var)
+    if token is None and not is_loopback(args.host) and not args.allow_no_token:
+        raise AgentEnvError(
+            f"--host {args.host} is reachable from other machines and no token is set: give --token-var NAME "
+            "(and export NAME=<token>), or pass --allow-no-token if the network is trusted"
+        )
+    app = build_app(
+        args.bundle,
+        token=token,
+        max_concurrent_envs=args.max_concurrent_envs,
+        reward=args.reward,
+        tool_timeout=args.tool_timeout,
+        reset_timeout=args.reset_timeout,
+        idle_timeout=args.idle_timeout,
+    )
+    bundle = app.state.agentenv.bundle
+    auth = f"bearer token from ${args.token_var}" if token else "no token"
+    print(
+        f"agentenv: serving bundle {bundle.name!r} ({len(bundle.tasks)} tasks; splits {', '.join(bundle.splits)}) "
+        f"on http://{args.host}:{args.port} with {auth}",
+        file=sys.stderr,
+        flush=True,
+    )
+    config = uvicorn_config(app, host=args.host, port=args.port, ping_interval=args.ping_interval,
+                            ping_timeout=args.ping_interval, log_level=args.log_level)  # fmt: skip
+    uvicorn.Server(config).run()
+    return 0
