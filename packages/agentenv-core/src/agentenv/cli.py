@@ -268,3 +268,7 @@ def run_plugins(args: argparse.Namespace) -> int:
         for error in loaded.load_errors:
             print(f"  {error}")
     return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

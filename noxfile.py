@@ -1,0 +1,104 @@
+"""Test sessions. ``uvx nox`` runs lint, unit and one session per supported trainer version.
+
+Trainer sessions install the trainer at a pinned version next to the workspace packages, with the
+CPU build of torch: the ``torch-2.13.0+cpu`` wheel when a find-links folder has it (``$UV_FIND_LINKS``
+or ``$PIP_FIND_LINKS``), else PyTorch's CPU index. A plain ``torch`` from PyPI is a multi-GB CUDA
+build; no session ever installs it.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+from pathlib import Path
+
+import nox
+
+nox.options.default_venv_backend = "uv"
+nox.options.reuse_venv = "yes"
+nox.options.sessions = ["lint", "unit", "trl", "verl"]
+
+ROOT = Path(__file__).parent
+TORCH = "2.13.0"
+# the trainer versions each integration is tested against (the lowest of its supported range first)
+TRL_VERSIONS = ["1.16.0"]
+VERL_VERSIONS = ["0.9.1"]
+PYTEST = ["pytest", "-p", "no:cacheprovider"]
+
+
+def _sync(session: nox.Session, *groups: str) -> None:
+    """Install the workspace (every package, editable) and dependency groups from uv.lock."""
+    args = ["uv", "sync", "--frozen", "--all-packages", "--inexact"]
+    for group in groups:
+        args += ["--group", group]
+    session.run_install(*args, env={"UV_PROJECT_ENVIRONMENT": session.virtualenv.location}, silent=True)
+
+
+def _torch_cpu(session: nox.Session) -> list[str]:
+    """``uv pip install`` arguments that get the CPU build of torch."""
+    for folder in filter(None, [os.environ.get("UV_FIND_LINKS"), os.environ.get("PIP_FIND_LINKS")]):
+        for path in folder.split():
+            if glob.glob(os.path.join(path, f"torch-{TORCH}+cpu-*.whl")):
+                return [f"torch=={TORCH}+cpu", "--find-links", path]
+    session.log("no local torch CPU wheel found; using https://download.pytorch.org/whl/cpu")
+    return [f"torch=={TORCH}", "--index-url", "https://download.pytorch.org/whl/cpu", "--extra-index-url",
+            "https://pypi.org/simple", "--index-strategy", "unsafe-best-match"]  # fmt: skip
+
+
+def _pip(session: nox.Session, *args: str) -> None:
+    session.run_install("uv", "pip", "install", "--python", session.virtualenv.location, *args, silent=True)
+
+
+def _xdist(session: nox.Session) -> list[str]:
+    return ["-n", os.environ.get("AGENTENV_TEST_WORKERS", "2")]
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    """ruff: lint and format check."""
+    _sync(session, "lint")
+    session.run("ruff", "check", ".")
+    session.run("ruff", "format", "--check", ".")
+
+
+@nox.session
+def unit(session: nox.Session) -> None:
+    """tests/unit: core, server, session layer and writers; no trainer installed."""
+    _sync(session, "test")
+    session.run(*PYTEST, "tests/unit", *_xdist(session), *session.posargs)
+
+
+@nox.session
+@nox.parametrize("trl", TRL_VERSIONS)
+def trl(session: nox.Session, trl: str) -> None:
+    """tests/trl: TRL's own GRPOTrainer on a tiny local model on the CPU, against the real server."""
+    _sync(session, "test")
+    _pip(session, f"trl=={trl}", *_torch_cpu(session))
+    session.run(*PYTEST, "tests/trl", *_xdist(session), *session.posargs, env={"TRL_EXPERIMENTAL_SILENCE": "1"})
+
+
+@nox.session
+@nox.parametrize("verl", VERL_VERSIONS)
+def verl(session: nox.Session, verl: str) -> None:
+    """tests/verl: verl's own ToolAgentLoop with a stand-in rollout server; no Ray, no GPU."""
+    _sync(session, "test")
+    _pip(session, f"verl=={verl}", "cachetools", "uvicorn", "fastapi", *_torch_cpu(session))
+    session.run(*PYTEST, "tests/verl", *_xdist(session), *session.posargs)
+
+
+@nox.session
+def demo(session: nox.Session) -> None:
+    """The quickstart: train a tiny model on the arith example bundle with TRL on the CPU (a few minutes)."""
+    _sync(session)
+    _pip(session, f"trl=={TRL_VERSIONS[-1]}", *_torch_cpu(session))
+    session.run("agentenv", "demo", *session.posargs, env={"TRL_EXPERIMENTAL_SILENCE": "1"})
+
+
+@nox.session
+def bench(session: nox.Session) -> None:
+    """Benchmarks (bench/): ratios against a baseline run side by side. Not part of the default run."""
+    _sync(session, "test")
+    for script in sorted(glob.glob(str(ROOT / "bench" / "*.py"))):
+        if Path(script).name.startswith("verl_"):
+            continue  # needs verl: run inside the verl session's environment
+        session.run("python", script, *session.posargs)

@@ -1,0 +1,134 @@
+"""Fixtures every tier shares: bundle paths, the fake env's ledger, and real servers on loopback."""
+
+from __future__ import annotations
+
+import collections
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+FAKE = ROOT / "tests" / "fixtures" / "bundles" / "fake"
+INBOX = ROOT / "examples" / "bundles" / "inbox"
+ARITH = ROOT / "examples" / "bundles" / "arith"
+
+
+class Ledger:
+    """What the fake env did, read from the file its $AGENTENV_FAKE_LEDGER points at."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def events(self) -> list[str]:
+        if not self.path.exists():
+            return []
+        return [line.rsplit(" ", 1)[0] for line in self.path.read_text().splitlines() if line]
+
+    def count(self, event: str) -> int:
+        return collections.Counter(self.events())[event]
+
+    def wait_for(self, event: str, n: int, timeout: float = 10.0) -> int:
+        """Wait until ``event`` happened at least ``n`` times; returns the count."""
+        deadline = time.monotonic() + timeout
+        while self.count(event) < n and time.monotonic() < deadline:
+            time.sleep(0.02)
+        return self.count(event)
+
+
+@pytest.fixture
+def ledger(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Ledger:
+    """A fresh ledger; envs in this process and in servers started after it write to it."""
+    path = tmp_path / "ledger.txt"
+    monkeypatch.setenv("AGENTENV_FAKE_LEDGER", str(path))
+    return Ledger(path)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def serve() -> Iterator[Callable[..., Any]]:
+    """Start ``build_app(bundle, **kwargs)`` in this process on a loopback port; returns the ServerThread."""
+    from agentenv_server import ServerThread, build_app
+
+    running: list[Any] = []
+
+    def start(bundle: Path | str = FAKE, *, thread_options: dict[str, Any] | None = None, **kwargs: Any) -> Any:
+        server = ServerThread(build_app(bundle, **kwargs), **(thread_options or {})).start()
+        running.append(server)
+        return server
+
+    yield start
+    for server in running:
+        server.stop()
+
+
+class ServeProcess:
+    """``agentenv serve`` as a real subprocess."""
+
+    def __init__(self, bundle: Path | str, *args: str, port: int | None = None, env: dict[str, str] | None = None):
+        self.port = port or free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.args = [sys.executable, "-m", "agentenv.cli", "serve", str(bundle), "--port", str(self.port),
+                     "--log-level", "warning", *args]  # fmt: skip
+        self.env = {**os.environ, **(env or {})}
+        self.proc: subprocess.Popen[str] | None = None
+
+    def start(self, timeout: float = 60.0) -> ServeProcess:
+        self.proc = subprocess.Popen(self.args, env=self.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                out, err = self.proc.communicate()
+                raise RuntimeError(f"agentenv serve exited with {self.proc.returncode}:\n{err}")
+            try:
+                if httpx.get(self.url + "/health", timeout=1).status_code == 200:
+                    return self
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        raise RuntimeError(f"agentenv serve did not answer on {self.url} within {timeout} s")
+
+    def terminate(self, timeout: float = 30.0) -> tuple[int, str]:
+        """SIGTERM; returns the exit code and stderr."""
+        assert self.proc is not None
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            _, err = self.proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            _, err = self.proc.communicate()
+        return self.proc.returncode, err
+
+    def kill(self) -> None:
+        assert self.proc is not None
+        self.proc.kill()
+        self.proc.communicate()
+
+
+@pytest.fixture
+def serve_process() -> Iterator[Callable[..., ServeProcess]]:
+    """Start ``agentenv serve`` subprocesses; they are stopped at the end of the test."""
+    started: list[ServeProcess] = []
+
+    def start(bundle: Path | str = FAKE, *args: str, **kwargs: Any) -> ServeProcess:
+        process = ServeProcess(bundle, *args, **kwargs).start()
+        started.append(process)
+        return process
+
+    yield start
+    for process in started:
+        if process.proc is not None and process.proc.poll() is None:
+            process.terminate()
