@@ -10,11 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib.abc
 import logging
 import os
 import re
-import sys
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
@@ -188,31 +186,12 @@ class TurnAnswer:
 # ---------------------------------------------------------------------------------------------
 
 
-class _NoGradio(importlib.abc.MetaPathFinder):
-    def find_spec(self, name: str, path: Any = None, target: Any = None) -> None:
-        if name == "gradio" or name.startswith("gradio."):
-            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
-        return None
-
-
-_import_lock = threading.Lock()
-
-
 def _client_class() -> Any:
-    """OpenEnv's ``GenericEnvClient``.
+    """OpenEnv's ``GenericEnvClient`` (imported on first use, without OpenEnv's web UI)."""
+    from ._openenv import import_openenv
 
-    ``openenv.core`` imports its Gradio web UI eagerly (about 7 of 10 s of a cold import) but skips it
-    when Gradio is missing; a client never needs it, so Gradio is hidden during this one import.
-    """
-    with _import_lock:
-        if "openenv.core.generic_client" not in sys.modules and "gradio" not in sys.modules:
-            blocker = _NoGradio()
-            sys.meta_path.insert(0, blocker)
-            try:
-                import openenv.core.generic_client  # noqa: F401
-            finally:
-                sys.meta_path.remove(blocker)
-        from openenv.core.generic_client import GenericEnvClient
+    import_openenv()
+    from openenv.core.generic_client import GenericEnvClient
 
     return GenericEnvClient
 
@@ -609,7 +588,7 @@ def _http(shared: Shared, method: str, path: str, json: Any = None) -> Any:
             response.json().get("detail")
             if response.headers.get("content-type", "").startswith("application/json")
             else None
-        )  # noqa: E501
+        )
         if isinstance(detail, dict):
             raise UnknownSplit(f"{shared.url}: {detail.get('message')}", split=json.get("split", ""),
                                splits=detail.get("splits"))  # fmt: skip

@@ -21,6 +21,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from agentenv._openenv import import_openenv
+
+import_openenv()  # before any openenv import: keeps OpenEnv's Gradio UI out of the server process
+
 from agentenv.bundle import Bundle, Task, load_bundle
 from agentenv.episode import Episode, RewardArg, Step
 from agentenv.errors import AgentEnvError
