@@ -91,7 +91,7 @@ class ServeProcess:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                out, err = self.proc.communicate()
+                _, err = self.proc.communicate()
                 raise RuntimeError(f"agentenv serve exited with {self.proc.returncode}:\n{err}")
             try:
                 if httpx.get(self.url + "/health", timeout=1).status_code == 200:
