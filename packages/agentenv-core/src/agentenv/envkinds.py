@@ -14,7 +14,8 @@ reads one JSON answer per line from its stdout::
     -> {"id": 4, "op": "teardown"}
     <- {"id": 4, "ok": true}, then the program exits
 
-stderr is kept (the last lines are shown when the program dies). The program runs in the bundle
+The program exits when its stdin closes (agentenv lists the tools of a subprocess env that way when a
+bundle loads, without deploying it). stderr is kept (the last lines are shown when the program dies). The program runs in the bundle
 folder, in its own process group, and is killed with its children at teardown.
 """
 
@@ -226,7 +227,8 @@ def _subprocess_describe(spec: EnvSpec, bundle_dir: Path) -> list[Tool] | None:
     command = list(spec.command or [])
     if command and command[0] in {"python", "python3"}:
         command[0] = sys.executable
-    requests = json.dumps({"id": 1, "op": "tools"}) + "\n" + json.dumps({"id": 2, "op": "teardown"}) + "\n"
+    # only "tools", then end of input: nothing was deployed, so there is nothing to tear down
+    requests = json.dumps({"id": 1, "op": "tools"}) + "\n"
     try:
         done = subprocess.run(
             command,

@@ -403,9 +403,31 @@ class Session:
         )
         return error
 
+    def _check_open(self) -> None:
+        """Refuse to step on a socket the server closed: OpenEnv's client would silently reconnect to a new,
+        empty session, and the episode is gone with the old one."""
+        ws = getattr(self._client, "_ws", None)  # OpenEnv's client has no public "is connected" yet
+        if ws is not None and getattr(ws, "close_code", None) is None:
+            return
+        code = getattr(ws, "close_code", None)
+        reason = getattr(ws, "close_reason", "") or ""
+        if code == 1012:
+            why = "it is restarting (close code 1012)"
+        elif reason == "idle":
+            why = "the session was idle longer than the server's idle_timeout"
+        else:
+            why = f"the connection closed (code {code})" if code else "the connection is gone"
+        raise ServerUnavailable(f"{self.shared.url} ended this session: {why}; the episode was lost (not the "
+                                "policy's doing: replay it or leave it out)")  # fmt: skip
+
     async def _step(self, action: dict[str, Any], deadline: float, what: str) -> dict[str, Any]:
         if self.started is None or self._client is None:
             raise AgentEnvError(f"{what} before start(): start a task first")
+        try:
+            self._check_open()
+        except ServerUnavailable:
+            await self._drop()
+            raise
         began = time.monotonic()
         try:
             async with asyncio.timeout(deadline + self.shared.margin):

@@ -558,6 +558,7 @@ def build_app(
     app.state.agentenv = served
     app.state.openenv = server
     app.state.max_message_bytes = max_message_bytes
+    app.state.guard = guard
     return app
 
 

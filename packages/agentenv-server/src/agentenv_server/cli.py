@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 
 from agentenv.errors import AgentEnvError
@@ -81,5 +82,12 @@ def run(args: argparse.Namespace) -> int:
     )
     config = uvicorn_config(app, host=args.host, port=args.port, ping_interval=args.ping_interval,
                             ping_timeout=args.ping_interval, log_level=args.log_level)  # fmt: skip
+    # uvicorn shuts down gracefully on SIGTERM, then raises the signal again; this handler makes that
+    # second delivery a clean exit (status 0) instead of death by signal
+    signal.signal(signal.SIGTERM, _exit_cleanly)
     uvicorn.Server(config).run()
     return 0
+
+
+def _exit_cleanly(signum: int, frame: object) -> None:
+    raise SystemExit(0)

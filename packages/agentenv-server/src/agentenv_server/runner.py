@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
+import logging
 import socket
 import threading
 import time
@@ -12,7 +13,7 @@ import uvicorn
 
 from .app import DEFAULT_MAX_MESSAGE_BYTES
 
-__all__ = ["ServerThread", "is_loopback", "uvicorn_config"]
+__all__ = ["ServerThread", "is_loopback", "redact_token", "uvicorn_config"]
 
 
 def uvicorn_config(
@@ -27,7 +28,7 @@ def uvicorn_config(
 ) -> uvicorn.Config:
     """uvicorn settings for an agentenv app: keepalive pings reap half-open sockets, frames fit the app's limit."""
     limit = getattr(getattr(app, "state", None), "max_message_bytes", DEFAULT_MAX_MESSAGE_BYTES)
-    return uvicorn.Config(
+    config = uvicorn.Config(
         app,
         host=host,
         port=port,
@@ -39,6 +40,33 @@ def uvicorn_config(
         timeout_graceful_shutdown=graceful_seconds,
         lifespan="on",
     )
+    redact_token(app)  # after uvicorn set its log handlers up
+    return config
+
+
+class _Redact(logging.Filter):
+    def __init__(self, secret: str) -> None:
+        super().__init__()
+        self.secret = secret
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if self.secret in message:
+            record.msg, record.args = message.replace(self.secret, "<token>"), ()
+        return True
+
+
+def redact_token(app: Any) -> None:
+    """Keep the app's token out of every log line (uvicorn's debug log prints request headers)."""
+    guard = getattr(getattr(app, "state", None), "guard", None)
+    token = guard.token.decode() if guard is not None and guard.token else None
+    if not token:
+        return
+    loggers = [logging.getLogger(), *(logging.getLogger(n) for n in ("uvicorn", "uvicorn.error", "uvicorn.access"))]
+    for logger in loggers:
+        for handler in logger.handlers:
+            if not any(isinstance(f, _Redact) and f.secret == token for f in handler.filters):
+                handler.addFilter(_Redact(token))
 
 
 class ServerThread:
