@@ -281,7 +281,7 @@ def test_a_multi_turn_episode_hands_over_the_next_prompt_and_a_reward_rule_appli
 
 
 def test_an_unknown_reward_rule_is_refused_when_the_app_is_built():
-    with pytest.raises(AgentEnvError, match="unknown reward rule 'best'; known: .*mean"):
+    with pytest.raises(AgentEnvError, match=r"unknown reward rule 'best'; known: .*mean"):
         build_app(INBOX, reward="best")
 
 

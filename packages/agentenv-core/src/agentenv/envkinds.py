@@ -15,8 +15,9 @@ reads one JSON answer per line from its stdout::
     <- {"id": 4, "ok": true}, then the program exits
 
 The program exits when its stdin closes (agentenv lists the tools of a subprocess env that way when a
-bundle loads, without deploying it). stderr is kept (the last lines are shown when the program dies). The program runs in the bundle
-folder, in its own process group, and is killed with its children at teardown.
+bundle loads, without deploying it). stderr is kept (the last lines are shown when the program dies).
+The program runs in the bundle folder, in its own process group, and is killed with its children at
+teardown.
 """
 
 from __future__ import annotations
