@@ -117,6 +117,7 @@ class TaskRow:
     turns: int
     toolset_key: str
     toolset: dict[str, Any] = field(default_factory=dict)
+    steps: list[str] = field(default_factory=list)  # every verifier's step id, in turn order
 
     def messages(self) -> list[dict[str, str]]:
         """The prompt as chat messages: the system prompt (when there is one), then the first prompt."""

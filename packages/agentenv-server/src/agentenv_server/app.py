@@ -323,6 +323,7 @@ class BundleEnvironment(Environment[EpisodeAction, EpisodeObservation, State]):
             "system": task.system,
             "prompt": task.turns[0].prompt,
             "turns": len(task.turns),
+            "steps": list(task.step_ids),
             "toolset_key": bundle.toolset_key(task),
             "toolset": {"envs": list(toolset.envs), "role": toolset.role, "access": access, "bash": toolset.bash},
         }
