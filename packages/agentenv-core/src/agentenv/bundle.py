@@ -195,6 +195,8 @@ class Bundle:
     verifiers: dict[tuple[str, str], Any]
     env_tools: dict[str, list[Tool] | None]
     declared_splits: list[str] = field(default_factory=list)
+    # the plugins it was loaded with: its episodes need the same env kinds, verifier kinds and rules
+    plugin_set: Plugins | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self._by_id = {t.id: t for t in self.tasks}
@@ -356,6 +358,7 @@ class _Loader:
             verifiers=verifiers,
             env_tools=env_tools,
             declared_splits=list(declared or []),
+            plugin_set=self.plugins,
         )
 
     # -- files --------------------------------------------------------------------------------

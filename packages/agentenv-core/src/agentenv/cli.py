@@ -27,9 +27,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for name in sorted(commands):
         command = commands[name]
         command.configure(sub.add_parser(name, help=command.help, description=command.help))
-    args = parser.parse_args(argv)
-    for error in loaded.load_errors:
-        print(f"warning: {error}", file=sys.stderr)
+    args = parser.parse_args(argv)  # a plugin that failed to load was already logged as a warning
     if args.command is None:
         parser.print_help()
         return 2

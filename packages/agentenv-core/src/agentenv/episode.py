@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import inspect
 import logging
 import shutil
@@ -136,11 +137,13 @@ class Episode:
         self.deploy_timeout = deploy_timeout
         self.score_timeout = score_timeout if score_timeout is not None else max(tool_timeout, 30.0)
         self.toolset = bundle.toolset(task)
-        self._plugins = plugin_set or plugins()
+        self._plugins = plugin_set or bundle.plugin_set or plugins()
         self._reward = reward
         self.envs: dict[str, Any] = {}
         self.tools: list[Tool] = []
         self._owner: dict[str, str] = {}
+        self._by_name: dict[str, Tool] = {}
+        self._direct: dict[str, tuple[Callable[..., Any], bool]] = {}
         self.turn = 0
         self.calls: list[ToolRecord] = []
         self._scores: dict[str, float | None] = {}
@@ -148,7 +151,7 @@ class Episode:
         self._deploy_task: asyncio.Task[None] | None = None
         self._started = False
         self._closed = False
-        self._close_lock = asyncio.Lock()
+        self._closing: asyncio.Future[EpisodeResult] | None = None
         self._torn_down = False
         self._scratch: Path | None = None
         self._seconds = {"deploy": 0.0, "tools": 0.0, "scoring": 0.0}
@@ -210,6 +213,7 @@ class Episode:
             if self.toolset.bash:
                 self._owner[BASH_TOOL] = BASH_TOOL
                 self.tools.append(BASH)
+            self._by_name = {t.name: t for t in self.tools}
         except Exception as exc:
             self._fail("deploy", "deploy", f"could not create the envs: {type(exc).__name__}: {exc}")
             return
@@ -261,17 +265,21 @@ class Episode:
         An episode closed before its last turn ended is ``unscored``. Safe to call more than once
         and from a cancelled task: the teardown itself is shielded from cancellation.
         """
-        async with self._close_lock:
-            if not self._closed:
-                self._closed = True
-                await asyncio.shield(self._teardown())
-                if self._result is None:
-                    self._result = self._finish(
-                        "unscored",
-                        reason=f"ended before its last turn (turn {self.turn + 1} of {len(self.task.turns)})",
-                    )
-                self._plugins.notify_finished(self, self._result)
-        assert self._result is not None
+        # One closing task, shielded: a close() cancelled mid-teardown leaves it running, and every
+        # later close() waits for that same task (so it returns only after the teardown, with a result).
+        if self._closing is None:
+            self._closed = True
+            self._closing = asyncio.ensure_future(self._close())
+        return await asyncio.shield(self._closing)
+
+    async def _close(self) -> EpisodeResult:
+        await self._teardown()
+        if self._result is None:
+            self._result = self._finish(
+                "unscored",
+                reason=f"ended before its last turn (turn {self.turn + 1} of {len(self.task.turns)})",
+            )
+        self._plugins.notify_finished(self, self._result)
         return self._result
 
     async def _teardown(self) -> None:
@@ -296,10 +304,10 @@ class Episode:
         """Run tool ``name``. Unknown tools and bad arguments are answered as errors, not raised."""
         if self._result is not None:
             return Step(done=True, result=self._result)
-        if name not in self._owner:
+        tool = self._by_name.get(name)
+        if tool is None:
             available = ", ".join(t.name for t in self.tools) or "none"
             return self._record(name, args, f"unknown tool {name!r}; the tools are: {available}", error=True)
-        tool = next(t for t in self.tools if t.name == name)
         problem = argument_errors(name, tool.parameters, args)
         if problem is not None:
             return self._record(name, args, problem, error=True)
@@ -312,7 +320,7 @@ class Episode:
                 if name == BASH_TOOL and self._owner[name] == BASH_TOOL:
                     value = await self._bash(args)
                 else:
-                    value = await _invoke(self.envs[self._owner[name]], name, args)
+                    value = await self._invoke(name, args)
         except TimeoutError:
             failure = (
                 "deadline",
@@ -332,6 +340,23 @@ class Episode:
             return self._record(name, args, f"error: {value}", error=True)
         return self._record(name, args, render_result(value), error=False)
 
+    async def _invoke(self, name: str, args: Mapping[str, Any]) -> Any:
+        direct = self._direct.get(name)
+        if direct is None:
+            env = self.envs[self._owner[name]]
+            if isinstance(env, Env) and type(env).call is Env.call and name in type(env).tool_methods():
+                # the @tool method itself: an async tool runs on the loop, a sync one in a thread
+                method = getattr(env, type(env).tool_methods()[name])
+                direct = self._direct[name] = (method, inspect.iscoroutinefunction(method))
+            else:
+                direct = self._direct[name] = (functools.partial(env.call, name), _is_async(env.call))
+        method, is_async = direct
+        if is_async:
+            return await method(**args) if not isinstance(method, functools.partial) else await method(args)
+        if isinstance(method, functools.partial):
+            return await _maybe_await(await asyncio.to_thread(method, args))
+        return await _maybe_await(await asyncio.to_thread(lambda: method(**args)))
+
     def _record(self, name: str, args: Any, answer: str, *, error: bool) -> Step:
         self.calls.append(ToolRecord(name, dict(args) if isinstance(args, dict) else {}, answer, error))
         return Step(text=answer, error=error)
@@ -346,11 +371,12 @@ class Episode:
         started = time.perf_counter()
         check = Check(reply=reply, turn=self.turn, task=self.task, envs=self.envs, calls=tuple(self.calls))
         failure: tuple[str, str, str] | None = None
+        where = f"verifiers of turn {self.turn + 1}"
         try:
             async with asyncio.timeout(self.score_timeout):
                 for spec in turn.verifiers:
-                    verify = self.bundle.verifiers[(self.task.id, spec.id)]
                     where = f"verifier {spec.id!r} ({spec.kind})"
+                    verify = self.bundle.verifiers[(self.task.id, spec.id)]
                     self._scores[spec.id] = as_score(await _call(verify, check), where)
         except TimeoutError:
             failure = (
@@ -359,7 +385,9 @@ class Episode:
                 f"verifiers of turn {self.turn + 1} took longer than {self.score_timeout:g} s",
             )
         except Exception as exc:
-            failure = ("verifier", "scoring", f"{type(exc).__name__}: {exc}")
+            # name the verifier that broke (as_score's own message already does)
+            message = str(exc) if str(exc).startswith(where) else f"{where}: {type(exc).__name__}: {exc}"
+            failure = ("verifier", "scoring", message)
         finally:
             self._seconds["scoring"] += time.perf_counter() - started
         if failure is not None:
@@ -457,20 +485,12 @@ async def _maybe_await(value: Any) -> Any:
     return await value if inspect.isawaitable(value) else value
 
 
+def _is_async(fn: Callable[..., Any]) -> bool:
+    return inspect.iscoroutinefunction(fn) or bool(getattr(fn, "is_async", False))
+
+
 async def _call(fn: Callable[..., Any], *args: Any) -> Any:
     """Await ``fn`` on the loop when it is async; run it in a thread when it may block."""
-    if inspect.iscoroutinefunction(fn) or getattr(fn, "is_async", False):
+    if _is_async(fn):
         return await fn(*args)
     return await _maybe_await(await asyncio.to_thread(fn, *args))
-
-
-async def _invoke(env: Any, name: str, args: Mapping[str, Any]) -> Any:
-    if isinstance(env, Env) and type(env).call is Env.call:
-        # resolve the @tool method directly so an async tool runs on the loop, a sync one in a thread
-        attr = type(env).tool_methods().get(name)
-        if attr is not None:
-            method = getattr(env, attr)
-            if inspect.iscoroutinefunction(method):
-                return await method(**args)
-            return await _maybe_await(await asyncio.to_thread(lambda: method(**args)))
-    return await _call(env.call, name, args)

@@ -463,8 +463,9 @@ class Plugins:
         found: dict[str, R] = {}
         owner: dict[str, str] = {}
         caller = getattr(self.manager.hook, hook)
-        # registration order: built-ins first, then entry points by name
-        for impl in reversed(caller.get_hookimpls()):
+        # registration order (get_hookimpls() lists it; pluggy *calls* in reverse): built-ins first,
+        # then in-process extras, then entry points by name
+        for impl in caller.get_hookimpls():
             plugin = impl.plugin_name
             try:
                 produced = list(impl.function() or ())
@@ -549,7 +550,7 @@ class Plugins:
 
     def apply_toolset_hooks(self, task: Task, toolset: Toolset) -> Toolset:
         """Run every ``agentenv_toolset`` hook in registration order, each seeing the previous result."""
-        for impl in reversed(self.manager.hook.agentenv_toolset.get_hookimpls()):
+        for impl in self.manager.hook.agentenv_toolset.get_hookimpls():
             changed = impl.function(task=task, toolset=toolset)
             if changed is not None:
                 toolset = changed

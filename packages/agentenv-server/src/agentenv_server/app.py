@@ -100,7 +100,7 @@ class BundleEnvironment(Environment[EpisodeAction, EpisodeObservation, State]):
         super().__init__()
         self._served = served
         self._episode: Episode | None = None
-        self._state = State(episode_id=None, step_count=0)
+        self._steps = 0  # a plain counter: OpenEnv's State validates every assignment
 
     # -- episodes ----------------------------------------------------------------------------
 
@@ -134,7 +134,7 @@ class BundleEnvironment(Environment[EpisodeAction, EpisodeObservation, State]):
         self._episode = episode
         served.live.add(self)
         served.episodes_started += 1
-        self._state = State(episode_id=episode.episode_id, step_count=0)
+        self._steps = 0
         conn = _current_connection.get()
         if conn is not None:
             conn.env = self
@@ -184,7 +184,7 @@ class BundleEnvironment(Environment[EpisodeAction, EpisodeObservation, State]):
         if episode is None:
             raise RuntimeError(coded(Code.NO_EPISODE, "no episode is running: send a reset first (task_id, or "
                                      "split and index)"))  # fmt: skip
-        self._state.step_count += 1
+        self._steps += 1
         if action.op == Op.CALL:
             step = await episode.call(action.tool, action.args)
             return self._answer(episode, step, Event.TOOL, tool=action.tool)
@@ -239,7 +239,8 @@ class BundleEnvironment(Environment[EpisodeAction, EpisodeObservation, State]):
 
     @property
     def state(self) -> State:
-        return self._state
+        episode_id = self._episode.episode_id if self._episode is not None else None
+        return State(episode_id=episode_id, step_count=self._steps)
 
     def close(self) -> None:
         """Tear the running episode down (OpenEnv calls this when the session ends)."""
@@ -259,7 +260,7 @@ class BundleEnvironment(Environment[EpisodeAction, EpisodeObservation, State]):
         try:
             future.result(timeout=self._served.reset_timeout + 30)
         except concurrent.futures.TimeoutError:
-            log.error("teardown of episode %s took too long", self._state.episode_id)
+            log.error("teardown of episode %s took too long", self.state.episode_id)
 
     def get_metadata(self) -> EnvironmentMetadata:
         bundle = self._served.bundle
