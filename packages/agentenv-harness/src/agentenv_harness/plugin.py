@@ -1,1 +1,1 @@
-"""agentenv plugin of agentenv-harness."""
+"""agentenv-harness's plugin entry point. It registers nothing until the harness integration is built."""
