@@ -1,0 +1,39 @@
+"""The TRL versions agentenv-trl supports, declared once, and the check run when the integration loads."""
+
+from __future__ import annotations
+
+import importlib.metadata as md
+from typing import Final
+
+from packaging.requirements import Requirement
+
+__all__ = ["DISTRIBUTION", "INSTALL", "SUPPORTED", "__version__", "check_trl", "supported_range"]
+
+__version__: Final[str] = "0.1.0"
+
+SUPPORTED: Final[str] = "trl>=1.16.0,<1.17"
+DISTRIBUTION: Final[str] = "trl"
+INSTALL: Final[str] = "pip install 'agentenv-trl[trl]'"
+
+
+def supported_range() -> str:
+    """The supported range as a PEP 440 specifier set (``">=1.16.0,<1.17"``)."""
+    return str(Requirement(SUPPORTED).specifier)
+
+
+def check_trl(version: str | None = None) -> str:
+    """Return the installed TRL version (or ``version``); raise ``ImportError`` naming the fix when it does not fit.
+
+    Reads the installed distribution's metadata only: TRL itself is not imported.
+    """
+    if version is None:
+        try:
+            version = md.version(DISTRIBUTION)
+        except md.PackageNotFoundError:
+            raise ImportError(f"agentenv_trl trains with TRL ({SUPPORTED}), which is not installed: {INSTALL}") from None
+    if not Requirement(SUPPORTED).specifier.contains(version, prereleases=True):
+        raise ImportError(
+            f"agentenv-trl {__version__} supports {SUPPORTED}, but trl {version} is installed: "
+            f"pip install '{SUPPORTED}' (or {INSTALL})"
+        )
+    return version
