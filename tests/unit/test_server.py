@@ -329,7 +329,8 @@ def test_probe_reads_the_bundle_name_and_split_sizes(serve):
 # --- restarts, shutdown, reaping ---------------------------------------------------------------
 
 
-def test_waits_for_server_across_a_real_restart(serve_process, ledger):
+def test_waits_for_server_across_a_real_restart(serve_process, ledger, caplog):
+    caplog.set_level("WARNING", logger="agentenv.session")
     first = serve_process(FAKE)
     port = first.port
     shared = Shared(first.url, waits_for_server=True, reset_timeout=60)
@@ -343,6 +344,9 @@ def test_waits_for_server_across_a_real_restart(serve_process, ledger):
     assert session.end_turn("hello").prompt == "Now say goodbye."
     session.close()
     assert restarted and restarted[0].port == port
+    waits = [r for r in caplog.records if r.name == "agentenv.session"]
+    assert len(waits) == 1  # warned once for this server, not once per retry
+    assert first.url in waits[0].getMessage() and "no agentenv server answered" in waits[0].getMessage()
 
 
 def test_without_waiting_a_missing_server_fails_fast():

@@ -46,7 +46,18 @@ __all__ = ["SubprocessEnv"]
 # --- python ----------------------------------------------------------------------------------
 
 
+_classes: dict[tuple[str, str], type] = {}
+
+
 def _python_class(spec: EnvSpec, bundle_dir: Path) -> type:
+    # resolved once per (target, bundle): episodes create their env on the hot path of a reset
+    key = (spec.target or "", str(bundle_dir))
+    if key not in _classes:
+        _classes[key] = _resolve_class(spec, bundle_dir)
+    return _classes[key]
+
+
+def _resolve_class(spec: EnvSpec, bundle_dir: Path) -> type:
     if not spec.target:
         raise LookupError("missing 'target'; name the env class as module:Class")
     cls = resolve(spec.target, bundle_dir=bundle_dir, what="target")
