@@ -556,11 +556,13 @@ class _Loader:
                         lines,
                     )
                 seen[tool_name] = env_name
+        unknown = any(names is None for names in effective.values())
         canonical = {
             "envs": [envs[n].canonical() for n in toolset.envs if n in envs],
-            "role": toolset.role,
+            # the role and the access changes only choose tools: they matter for the key when the
+            # tools are not known up front (two roles that end with the same tools share a key)
+            "role": toolset.role if unknown else None,
             "tools": effective,
-            # access changes only matter for the key when the tools are not known up front
             "changes": {
                 n: {"deny": sorted(toolset.deny.get(n, [])), "allow": sorted(toolset.allow.get(n, []))}
                 for n, names in effective.items()
