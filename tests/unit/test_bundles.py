@@ -11,7 +11,7 @@ import pytest
 from agentenv import load_bundle
 
 from tests.conftest import ARITH, FAKE, INBOX
-from tests.unit.core_helpers import copy_bundle
+from tests.unit.core_helpers import copy_bundle, patch, play
 
 KEYS_SCRIPT = """
 import json, sys
@@ -154,3 +154,17 @@ def test_toolset_keys_do_not_depend_on_where_the_bundle_is(tmp_path):
     original = load_bundle(INBOX)
     copy = load_bundle(copy_bundle(tmp_path, INBOX))
     assert {t.id: copy.toolset_key(t) for t in copy.tasks} == {t.id: original.toolset_key(t) for t in original.tasks}
+
+
+async def test_an_env_class_and_a_check_from_installed_modules_load_and_play(tmp_path):
+    """``module:name`` targets outside the bundle folder are imported from sys.path."""
+    bundle_dir = copy_bundle(tmp_path)
+    patch(bundle_dir / "bundle.yaml", "envs:\n", "envs:\n  bare: {kind: python, target: 'agentenv.env:Env'}\n")
+    (bundle_dir / "tasks" / "bare.yaml").write_text(
+        "id: bare\nsplit: train\ntoolset: {envs: [bare]}\n"
+        "turns: [{prompt: Hi., verifiers: [{id: answer-1, kind: python, check: 'operator:is_not'}]}]\n"
+    )
+    bundle = load_bundle(bundle_dir)
+    assert bundle.env_tools["bare"] == []
+    _, _, result = await play(bundle, "bare", replies=["hello"])
+    assert (result.outcome, result.reward) == ("scored", 1.0)

@@ -15,7 +15,9 @@ from __future__ import annotations
 import argparse
 import difflib
 import functools
+import importlib
 import importlib.metadata as md
+import importlib.util
 import logging
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -646,7 +648,6 @@ def _import_module(module_name: str, bundle_dir: Path | None) -> ModuleType:
                     if key in _bundle_modules:
                         return _bundle_modules[key]
                     import hashlib
-                    import importlib.util
                     import sys
 
                     tag = hashlib.sha1(str(bundle_dir.resolve()).encode()).hexdigest()[:10]

@@ -1,0 +1,274 @@
+"""A bad bundle is refused whole, each problem naming the file, the field, the line and the fix.
+
+Every test copies the fake bundle (12 good tasks) into tmp_path and breaks one thing: the refusal
+proves nothing is half-loaded.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from agentenv import load_bundle
+from agentenv.envkinds import ENV_KINDS
+from agentenv.plugins import EnvKind, Plugins, hookimpl
+
+from tests.conftest import FAKE
+from tests.unit.core_helpers import copy_bundle, line_of, only_problem, patch, refused
+
+
+@pytest.fixture
+def fake(tmp_path: Path) -> Path:
+    return copy_bundle(tmp_path, FAKE)
+
+
+def test_a_missing_bundle_yaml_is_refused_naming_the_file(fake):
+    (fake / "bundle.yaml").unlink()
+    error = refused(fake)
+    problem = only_problem(error)
+    assert problem.file == str(fake / "bundle.yaml")
+    assert "missing file (there is no bundle.yaml in it)" in problem.message
+    assert "nothing was loaded" in str(error)
+
+
+def test_a_folder_that_does_not_exist_is_refused_saying_so(tmp_path):
+    problem = only_problem(refused(tmp_path / "nowhere"))
+    assert problem.file == str(tmp_path / "nowhere" / "bundle.yaml")
+    assert "the folder does not exist" in problem.message
+
+
+def test_a_task_glob_that_matches_no_file_is_refused(fake):
+    patch(fake / "bundle.yaml", "tasks: tasks/*.yaml", "tasks: taks/*.yaml")
+    problem = only_problem(refused(fake))
+    assert (problem.file, problem.field) == ("bundle.yaml", "tasks")
+    assert "'taks/*.yaml' matches no file" in problem.message
+
+
+def test_an_env_module_file_that_is_missing_is_refused_naming_the_env(fake):
+    (fake / "fake_env.py").rename(fake / "other_env.py")
+    error = refused(fake)
+    problems = [p for p in error.problems if p.field == "envs.ok"]
+    assert problems, str(error)
+    assert problems[0].file == "bundle.yaml"
+    assert problems[0].line == line_of(fake / "bundle.yaml", "  ok:")
+    assert "module 'fake_env' not found" in problems[0].message
+
+
+def test_a_yaml_syntax_error_in_a_task_names_the_file_and_its_line(fake):
+    patch(fake / "tasks" / "two-turn.yaml", "- prompt: Now say goodbye.", "- prompt: Now: say: goodbye.")
+    error = refused(fake)
+    problem = only_problem(error)
+    assert problem.file == "tasks/two-turn.yaml"
+    assert problem.line == line_of(fake / "tasks" / "two-turn.yaml", "Now: say: goodbye.")
+    assert problem.message.startswith("YAML syntax error: mapping values are not allowed here")
+    assert f"tasks/two-turn.yaml:{problem.line}: YAML syntax error" in str(error)
+
+
+def test_a_yaml_syntax_error_in_bundle_yaml_names_its_line(fake):
+    patch(fake / "bundle.yaml", "    config: {deploy: fail}", "    config: {deploy: fail")
+    problem = only_problem(refused(fake))
+    assert problem.file == "bundle.yaml"
+    assert problem.line is not None
+    assert problem.line >= line_of(fake / "bundle.yaml", "config: {deploy: fail")
+    assert "YAML syntax error" in problem.message
+
+
+def test_an_unknown_env_kind_is_refused_with_the_known_kinds(fake):
+    patch(fake / "bundle.yaml", "    kind: subprocess", "    kind: docker")
+    error = refused(fake)
+    problem = error.problems[0]
+    assert (problem.file, problem.field) == ("bundle.yaml", "envs.proc.kind")
+    assert problem.line == line_of(fake / "bundle.yaml", "kind: docker")
+    assert "unknown env kind 'docker'; known: python, subprocess" in problem.message
+    assert "install the plugin that provides it" in problem.message
+    assert f"bundle.yaml:{problem.line}: envs.proc.kind: unknown env kind 'docker'" in str(error)
+
+
+def test_an_unknown_verifier_kind_is_refused_with_the_known_kinds(fake):
+    patch(fake / "tasks" / "two-turn.yaml", "kind: contains", "kind: fuzzy")
+    problem = only_problem(refused(fake))
+    assert (problem.file, problem.field) == ("tasks/two-turn.yaml", "turns[1].verifiers[0].kind")
+    assert problem.line == line_of(fake / "tasks" / "two-turn.yaml", "kind: fuzzy")
+    assert "unknown verifier kind 'fuzzy'; known: contains, exact, python, regex" in problem.message
+
+
+def test_a_duplicate_task_id_is_refused_naming_both_files(fake):
+    patch(fake / "tasks" / "two-turn.yaml", "id: two-turn", "id: echo")
+    problem = only_problem(refused(fake))
+    assert (problem.file, problem.field, problem.line) == ("tasks/two-turn.yaml", "id", 1)
+    assert "duplicate task id 'echo' (also in tasks/echo.yaml)" in problem.message
+
+
+def test_a_task_without_a_split_is_refused(fake):
+    patch(fake / "tasks" / "two-turn.yaml", "split: train\n", "")
+    problem = only_problem(refused(fake))
+    assert (problem.file, problem.field) == ("tasks/two-turn.yaml", "split")
+    assert problem.line == 1
+    assert "task 'two-turn' has no split; add one" in problem.message
+
+
+def test_a_split_the_bundle_does_not_declare_is_refused(fake):
+    patch(fake / "tasks" / "two-turn.yaml", "split: train", "split: valid")
+    problem = only_problem(refused(fake))
+    assert (problem.file, problem.field) == ("tasks/two-turn.yaml", "split")
+    assert problem.line == line_of(fake / "tasks" / "two-turn.yaml", "split: valid")
+    assert "split 'valid' is not one of the bundle's splits (train, eval, test)" in problem.message
+
+
+def test_an_access_change_naming_a_tool_the_env_lacks_is_refused(fake):
+    patch(fake / "tasks" / "no-add.yaml", "    - add", "    - multiply")
+    problem = only_problem(refused(fake))
+    assert (problem.file, problem.field) == ("tasks/no-add.yaml", "toolset.deny.ok[0]")
+    assert problem.line == line_of(fake / "tasks" / "no-add.yaml", "- multiply")
+    assert "deny names tool 'multiply', which env 'ok' does not have; its tools: add, big" in problem.message
+
+
+def test_an_access_change_naming_a_tool_of_a_subprocess_env_it_lacks_is_refused(fake):
+    patch(fake / "tasks" / "proc-echo.yaml", "  - proc\n", "  - proc\n  allow:\n    proc:\n    - teleport\n")
+    problem = only_problem(refused(fake))
+    assert (problem.file, problem.field) == ("tasks/proc-echo.yaml", "toolset.allow.proc[0]")
+    assert problem.line == line_of(fake / "tasks" / "proc-echo.yaml", "- teleport")
+    assert "allow names tool 'teleport', which env 'proc' does not have; its tools: die, echo" in problem.message
+
+
+def test_a_turn_without_a_prompt_is_refused(fake):
+    patch(fake / "tasks" / "two-turn.yaml", "- prompt: Now say goodbye.\n  verifiers:", "- verifiers:")
+    problem = only_problem(refused(fake))
+    assert (problem.file, problem.field) == ("tasks/two-turn.yaml", "turns[1].prompt")
+    assert problem.line == line_of(fake / "tasks" / "two-turn.yaml", "- verifiers:")
+    assert problem.message == "missing; every turn needs a prompt"
+
+
+def test_a_blank_prompt_is_refused(fake):
+    patch(fake / "tasks" / "two-turn.yaml", "- prompt: Now say goodbye.", "- prompt: '  '")
+    problem = only_problem(refused(fake))
+    assert (problem.file, problem.field) == ("tasks/two-turn.yaml", "turns[1].prompt")
+    assert problem.line == line_of(fake / "tasks" / "two-turn.yaml", "- prompt: '  '")
+    assert "is empty; write the prompt" in problem.message
+
+
+def test_a_reward_rule_that_does_not_exist_is_refused_with_the_known_rules(fake):
+    (fake / "tasks" / "two-turn.yaml").write_text(
+        (fake / "tasks" / "two-turn.yaml").read_text() + "reward: median\n", encoding="utf-8"
+    )
+    problem = only_problem(refused(fake))
+    assert (problem.file, problem.field) == ("tasks/two-turn.yaml", "reward")
+    assert problem.line == line_of(fake / "tasks" / "two-turn.yaml", "reward: median")
+    assert "unknown reward rule 'median'; known: " in problem.message
+    assert "last, mean, min, weighted" in problem.message
+
+
+@pytest.mark.parametrize(
+    ("weights", "message"),
+    [
+        ("answer-2: 3", None),
+        ("answer-3: 3", "weights name step 'answer-3', which this task does not have; its steps: answer-1, answer-2"),
+        ("answer-2: lots", "weights must be numbers"),
+        ("answer-2: -1", "weights must add up to more than 0"),
+    ],
+    ids=["good", "unknown-step", "not-a-number", "not-positive"],
+)
+def test_bad_weights_of_the_weighted_rule_are_refused(fake, weights, message):
+    patch(fake / "tasks" / "weighted.yaml", "    answer-2: 3", f"    {weights}")
+    if message is None:
+        assert load_bundle(fake).task("weighted").reward.params == {"weights": {"answer-1": 1, "answer-2": 3}}
+        return
+    problem = only_problem(refused(fake))
+    assert (problem.file, problem.field) == ("tasks/weighted.yaml", "reward")
+    assert problem.line == line_of(fake / "tasks" / "weighted.yaml", "reward:")
+    assert message in problem.message
+
+
+def test_weighted_without_weights_is_refused(fake):
+    patch(fake / "tasks" / "weighted.yaml", "  weights:\n    answer-1: 1\n    answer-2: 3\n", "")
+    problem = only_problem(refused(fake))
+    assert (problem.file, problem.field) == ("tasks/weighted.yaml", "reward")
+    assert "weighted needs weights by step id" in problem.message
+
+
+def test_parameters_for_a_rule_that_takes_none_are_refused(fake):
+    patch(fake / "tasks" / "weighted.yaml", "  rule: weighted", "  rule: mean")
+    problem = only_problem(refused(fake))
+    assert (problem.file, problem.field) == ("tasks/weighted.yaml", "reward")
+    assert "unknown field(s) weights; this rule takes none" in problem.message
+
+
+def test_an_unknown_task_field_is_refused(fake):
+    patch(fake / "tasks" / "two-turn.yaml", "split: train", "split: train\nsytem: Be brief.")
+    problem = only_problem(refused(fake))
+    assert (problem.file, problem.field) == ("tasks/two-turn.yaml", "sytem")
+    assert problem.line == line_of(fake / "tasks" / "two-turn.yaml", "sytem:")
+    assert "unknown field; remove it or check its spelling" in problem.message
+
+
+def test_an_unknown_bundle_field_is_refused_with_the_known_fields(fake):
+    patch(fake / "bundle.yaml", "splits: [train, eval, test]", "splits: [train, eval, test]\nsplit: train")
+    problem = only_problem(refused(fake))
+    assert (problem.file, problem.field) == ("bundle.yaml", "split")
+    assert problem.line == line_of(fake / "bundle.yaml", "split: train")
+    assert "unknown field; the fields are agents, defaults, description, envs, name, splits, tasks" in problem.message
+
+
+def test_an_unknown_verifier_field_is_refused(fake):
+    patch(fake / "tasks" / "two-turn.yaml", "    answer: goodbye", "    answer: goodbye\n    anwser: bye")
+    problem = only_problem(refused(fake))
+    assert (problem.file, problem.field) == ("tasks/two-turn.yaml", "turns[1].verifiers[0]")
+    assert "unknown field(s) anwser" in problem.message
+
+
+def test_a_bad_regex_is_refused_naming_the_verifier(fake):
+    patch(fake / "tasks" / "two-turn.yaml", "pattern: (?i)hello", "pattern: (hello")
+    problem = only_problem(refused(fake))
+    assert (problem.file, problem.field) == ("tasks/two-turn.yaml", "turns[0].verifiers[0]")
+    assert problem.line == line_of(fake / "tasks" / "two-turn.yaml", "- id: answer-1")
+    assert "regex verifier 'answer-1': pattern '(hello' is not a valid regular expression" in problem.message
+
+
+def test_a_python_check_that_does_not_exist_is_refused(fake):
+    patch(fake / "tasks" / "echo.yaml", "check: fake_env:said_echo", "check: fake_env:said_it")
+    problem = only_problem(refused(fake))
+    assert (problem.file, problem.field) == ("tasks/echo.yaml", "turns[0].verifiers[0]")
+    assert "module 'fake_env' has no 'said_it'" in problem.message
+
+
+def test_a_step_id_used_twice_in_a_task_is_refused(fake):
+    patch(fake / "tasks" / "two-turn.yaml", "  - id: answer-2", "  - id: answer-1")
+    problem = only_problem(refused(fake))
+    assert (problem.file, problem.field) == ("tasks/two-turn.yaml", "turns[1].verifiers[0].id")
+    assert "step id 'answer-1' is used twice in task 'two-turn'" in problem.message
+
+
+def test_a_toolset_naming_an_env_the_bundle_lacks_is_refused(fake):
+    patch(fake / "tasks" / "no-add.yaml", "  - ok\n", "  - ko\n")
+    error = refused(fake)
+    fields = {p.field for p in error.problems}
+    assert "toolset.envs[0]" in fields, str(error)
+    problem = next(p for p in error.problems if p.field == "toolset.envs[0]")
+    assert "unknown env 'ko'; the bundle's envs: deploy_fails, deploy_hangs, ok, proc, slow" in problem.message
+
+
+def test_every_problem_of_a_bundle_is_listed_in_one_refusal(fake):
+    patch(fake / "tasks" / "two-turn.yaml", "kind: contains", "kind: fuzzy")
+    patch(fake / "tasks" / "weighted.yaml", "    answer-2: 3", "    answer-3: 3")
+    patch(fake / "tasks" / "echo.yaml", "split: train\n", "")
+    error = refused(fake)
+    assert sorted((p.file, p.field) for p in error.problems) == [
+        ("tasks/echo.yaml", "split"),
+        ("tasks/two-turn.yaml", "turns[1].verifiers[0].kind"),
+        ("tasks/weighted.yaml", "reward"),
+    ]
+    assert "(3 problems); nothing was loaded" in str(error)
+
+
+def test_a_bundle_refused_for_an_unknown_kind_loads_once_a_plugin_provides_it(fake):
+    patch(fake / "bundle.yaml", "    kind: subprocess", "    kind: docker")
+
+    class Docker:
+        @staticmethod
+        @hookimpl
+        def agentenv_env_kinds():
+            subprocess_kind = next(k for k in ENV_KINDS if k.name == "subprocess")
+            yield EnvKind("docker", subprocess_kind.create, subprocess_kind.describe)
+
+    refused(fake, plugin_set=Plugins())
+    assert load_bundle(fake, plugin_set=Plugins(extra=[("docker", Docker)])).envs["proc"].kind == "docker"
