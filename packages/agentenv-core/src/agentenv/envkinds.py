@@ -142,6 +142,15 @@ class SubprocessEnv:
         async for raw in proc.stderr:
             self._stderr.append(raw.decode(errors="replace").rstrip())
 
+    async def _stderr_caught_up(self) -> None:
+        """Let the stderr reader read to the end (the program exited), so its last lines are in the message.
+
+        wait() may return without yielding to the loop; a child that still holds stderr open is not waited for.
+        """
+        if self._stderr_task is not None:
+            with contextlib.suppress(Exception):  # a timeout, or the reader's own error: the tail is what it is
+                await asyncio.wait_for(asyncio.shield(self._stderr_task), 0.5)
+
     def _died(self, what: str) -> EnvCrashed:
         code = self.proc.returncode if self.proc else None
         tail = "\n".join(self._stderr)
@@ -162,9 +171,11 @@ class SubprocessEnv:
                 line = await proc.stdout.readline()
             except (BrokenPipeError, ConnectionResetError):
                 await proc.wait()
+                await self._stderr_caught_up()
                 raise self._died(f"exited during {op!r}") from None
             if not line:
                 await proc.wait()
+                await self._stderr_caught_up()
                 raise self._died(f"exited during {op!r}")
             try:
                 answer = json.loads(line)
