@@ -1,0 +1,36 @@
+"""The verl versions agentenv-verl supports, declared once, and the check run when the loop loads."""
+
+from __future__ import annotations
+
+import importlib.metadata as md
+from typing import Final
+
+from packaging.requirements import Requirement
+
+__all__ = ["DISTRIBUTION", "INSTALL", "SUPPORTED", "check_verl", "supported_range"]
+
+SUPPORTED: Final[str] = "verl>=0.9.1,<0.10"
+DISTRIBUTION: Final[str] = "verl"
+INSTALL: Final[str] = "pip install 'agentenv-verl[verl]'"
+
+
+def supported_range() -> str:
+    """The supported range as a PEP 440 specifier set (``">=0.9.1,<0.10"``)."""
+    return SUPPORTED[len(Requirement(SUPPORTED).name) :].strip()
+
+
+def check_verl(version: str | None = None) -> str:
+    """Return the installed verl version (or ``version``); raise ``ImportError`` naming the fix when it does not fit."""
+    if version is None:
+        try:
+            version = md.version(DISTRIBUTION)
+        except md.PackageNotFoundError:
+            raise ImportError(
+                f"agentenv_verl.loop runs inside verl ({SUPPORTED}), which is not installed: {INSTALL}"
+            ) from None
+    if not Requirement(SUPPORTED).specifier.contains(version, prereleases=True):
+        raise ImportError(
+            f"agentenv-verl supports {SUPPORTED}, but verl {version} is installed: "
+            f"pip install '{SUPPORTED}' (or {INSTALL})"
+        )
+    return version

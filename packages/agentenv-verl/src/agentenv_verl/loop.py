@@ -1,0 +1,357 @@
+"""``AgentEnvAgentLoop``: verl's ToolAgentLoop playing each dataset row as an episode on an agentenv server.
+
+Importing this module checks the installed verl against ``SUPPORTED`` and imports verl.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from typing import Any
+
+from agentenv.env import Tool
+from agentenv.episode import EpisodeResult
+from agentenv.errors import AtCapacity, EpisodeFailed, ServerUnavailable, ToolDeadline
+from agentenv.session import Session, Shared, Started
+
+from ._schemas import parse_tools, typed_schema
+from ._version import INSTALL, SUPPORTED, check_verl
+from .errors import AttemptFailure, LoopConfigError, RolloutFailed
+
+check_verl()  # before verl is imported: a version outside SUPPORTED fails here, naming both and the fix
+
+try:
+    from verl.experimental.agent_loop.agent_loop import AgentLoopOutput
+    from verl.experimental.agent_loop.tool_agent_loop import AgentData, AgentState, ToolAgentLoop
+    from verl.tools.schemas import OpenAIFunctionToolSchema, ToolResponse
+except ModuleNotFoundError as exc:  # verl declares some of its agent loop's imports only in an extra
+    raise ImportError(
+        f"verl's agent loop needs {exc.name!r}, which is not installed: {INSTALL} (it brings what {SUPPORTED} "
+        "imports: cachetools, uvicorn, fastapi)"
+    ) from exc
+
+__all__ = ["AgentEnvAgentLoop", "LoopConfigError", "RolloutFailed"]
+
+log = logging.getLogger("agentenv_verl")
+
+# What an attempt may fail with that is the env's doing and worth a new episode. A refused token
+# (Unauthorized) and a confused server (ProtocolError) are not: they fail the rollout at once.
+_REPLAYED = (EpisodeFailed, ToolDeadline, ServerUnavailable, AtCapacity)
+
+_cut_warned: set[tuple[str, str]] = set()
+_cut_lock = threading.Lock()
+
+_WRITER = "python -m agentenv_verl URL OUT"
+
+
+class AgentEnvAgentLoop(ToolAgentLoop):
+    """verl's ``ToolAgentLoop`` whose tools are the row's, each call a call on the row's episode.
+
+    verl keeps its tokenization (Continuous Token), tool parsing, turn caps and truncation. Per
+    rollout the loop starts the row's task on the agentenv server (``url``), gives verl's parsers
+    typed tool schemas and the chat template the full JSON Schema, and ends the open turn with the
+    model's last reply (special tokens stripped); a reply without a tool call ends its turn and the
+    next turn's prompt becomes a user message. Turns the rollout leaves no room for end with an
+    empty reply (scored: the policy's doing). The episode's reward is ``reward_score``, so verl runs
+    no reward function; ``extra_fields["reward_extra_info"]`` holds ``score/<step>`` for every step
+    of the data source (None where this rollout has none), ``attempts``, ``model_seconds`` and
+    ``env_seconds`` (all attempts).
+
+    A rollout the env fails (deploy, deadline, crash, server gone) is played again from the start on
+    a new episode, up to ``attempts`` times, none starting once ``reset_timeout`` has passed since
+    the rollout began; then ``RolloutFailed`` is raised. A restarted server is waited out within
+    ``reset_timeout``; a refused token fails at once. ``LoopConfigError`` is raised for a first
+    prompt over ``rollout.prompt_length``, an episode that ends unscored, and a second ``run``.
+
+    The verl 0.9 internals it leans on: ``ToolAgentLoop.run`` and its state handlers
+    ``_handle_pending_state``, ``_handle_generating_state``, ``_handle_processing_tools_state``
+    (``AgentState``); ``AgentData`` (``messages``, ``prompt_ids``, ``response_ids``,
+    ``response_mask``, ``response_logprobs``, ``tool_calls``, ``user_turns``,
+    ``metrics["generate_sequences"]``, ``_active_tool_schemas``); ``self.tools`` (objects with
+    ``name``, ``tool_schema`` and BaseTool's ``create``/``execute``/``release``, which ``_call_tool``
+    calls) and ``self.tool_schemas``; ``self.max_tool_response_length``, ``self.response_length``,
+    ``self.max_user_turns``; ``AgentLoopBase.ct_merge_context_msg`` and
+    ``_cap_text_prompt_length``; ``AgentLoopOutput.reward_score`` and ``extra_fields``.
+    """
+
+    def __init__(
+        self,
+        *args: Any,
+        url: str,
+        tool_timeout: float = 60.0,
+        reset_timeout: float = 300.0,
+        attempts: int = 3,
+        token_var: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(*args, **kwargs)
+        if int(attempts) < 1:
+            raise LoopConfigError(f"attempts={attempts!r} in agent_loop.yaml: give 1 or more")
+        self.attempts = int(attempts)
+        self.shared = Shared(
+            str(url),
+            token_var=token_var,
+            tool_timeout=float(tool_timeout),
+            reset_timeout=float(reset_timeout),
+            waits_for_server=True,
+        )
+        self._ran = False
+        self._task_id = ""
+        self._session: Session | None = None
+        self._agent_data: AgentData | None = None
+        self._failure: BaseException | None = None
+        self._open_reply: str | None = None
+        self._calls = asyncio.Lock()
+
+    # -- the rollout ------------------------------------------------------------------------------
+
+    async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput:
+        """Play the row (``kwargs`` are its dataset fields) on new episodes until one is scored."""
+        if self._ran:
+            raise LoopConfigError(
+                "AgentEnvAgentLoop.run was called twice on one instance; verl makes one loop per rollout: "
+                "instantiate a new one for each"
+            )
+        self._ran = True
+        task_id, tools, steps = _read_row(kwargs)
+        self._task_id = task_id
+        self.tools = {t.name: _EpisodeTool(self, t) for t in tools}
+        self.tool_schemas = [t.as_openai() for t in tools]
+        began = time.monotonic()
+        failures: list[AttemptFailure] = []
+        last: BaseException | None = None
+        model_seconds = 0.0
+        self._session = session = Session(self.shared)
+        try:
+            while len(failures) < self.attempts:
+                if failures and time.monotonic() - began >= self.shared.reset_timeout:
+                    break
+                try:
+                    output, result = await self._attempt(session, tools, sampling_params, kwargs)
+                except _REPLAYED as exc:
+                    last = exc
+                    failures.append(_attempt_failure(exc))
+                    log.warning("task %r: the env failed attempt %d of %d (%s); %s", task_id, len(failures),
+                                self.attempts, exc, "replaying it on a new episode" if len(failures) < self.attempts
+                                else "giving up")  # fmt: skip
+                    continue
+                finally:
+                    model_seconds += self._model_seconds()
+                return self._scored(output, result, steps, len(failures) + 1, model_seconds, session.env_seconds)
+        finally:
+            await session.close()
+        timed_out = len(failures) < self.attempts
+        why = ""
+        if timed_out:
+            why = f" and no replay starts once reset_timeout={self.shared.reset_timeout:g} s has passed since it began"
+        final = failures[-1]
+        raise RolloutFailed(
+            f"task {task_id!r}: the env failed {len(failures)} attempt(s) of {self.attempts}{why}; last: {final.kind} "
+            f"at {final.stage}: {final.message}. verl's V1 trainer records this rollout's group as failed and leaves "
+            "it out of the loss; see the agentenv server's log",
+            task_id=task_id,
+            failures=failures,
+        ) from last
+
+    async def _attempt(
+        self, session: Session, tools: list[Tool], sampling_params: dict[str, Any], kwargs: dict[str, Any]
+    ) -> tuple[AgentLoopOutput, EpisodeResult]:
+        self._failure, self._open_reply, self._agent_data = None, None, None
+        started = await session.start(self._task_id)
+        self._check_tools(started, tools)
+        output = await super().run(sampling_params, **kwargs)
+        if self._failure is not None:
+            raise self._failure
+        if session.result is None and self._open_reply is not None:
+            await session.end_turn(self._open_reply)
+        while session.result is None:
+            await session.end_turn("")  # a turn the rollout left no room for: answered with nothing
+        result = session.result
+        if result.outcome != "scored":
+            raise LoopConfigError(
+                f"task {self._task_id!r} ended {result.outcome} without an env failure ({result.reason}); an unscored "
+                "rollout cannot be trained on. Make its verifiers give a verdict (agentenv play BUNDLE TASK checks one)"
+            )
+        return output, result
+
+    def _scored(
+        self,
+        output: AgentLoopOutput,
+        result: EpisodeResult,
+        steps: list[str],
+        attempts: int,
+        model_seconds: float,
+        env_seconds: float,
+    ) -> AgentLoopOutput:
+        unknown = [step for step in result.scores if steps and step not in steps]
+        if unknown:
+            raise LoopConfigError(
+                f"task {self._task_id!r} scored step(s) {', '.join(unknown)}, which its row's extra_info.steps does "
+                f"not list: the bundle changed since the dataset was written. Write it again: {_WRITER}"
+            )
+        info: dict[str, Any] = {f"score/{step}": result.scores.get(step) for step in (steps or list(result.scores))}
+        info.update(attempts=attempts, model_seconds=model_seconds, env_seconds=env_seconds)
+        assert result.reward is not None  # a scored result has a reward
+        output.reward_score = float(result.reward)
+        output.extra_fields["reward_extra_info"] = info
+        return output
+
+    def _check_tools(self, started: Started, tools: list[Tool]) -> None:
+        if sorted((t.as_dict() for t in started.tools), key=lambda t: t["name"]) != sorted(
+            (t.as_dict() for t in tools), key=lambda t: t["name"]
+        ):
+            offered, listed = ", ".join(t.name for t in started.tools), ", ".join(t.name for t in tools)
+            raise LoopConfigError(
+                f"the server offers task {self._task_id!r} other tools ({offered}) than its dataset row lists "
+                f"({listed}): the bundle changed since the dataset was written. Write it again: {_WRITER}"
+            )
+
+    def _model_seconds(self) -> float:
+        return float(self._agent_data.metrics.get("generate_sequences", 0.0)) if self._agent_data else 0.0
+
+    def _reply(self, response_ids: list[int]) -> str:
+        return self.tokenizer.decode(response_ids, skip_special_tokens=True).strip()
+
+    # -- verl's state handlers, extended --------------------------------------------------------
+
+    async def _handle_pending_state(self, agent_data: AgentData, sampling_params: dict[str, Any]) -> AgentState:
+        self._agent_data = agent_data  # this attempt's model time is read from its metrics
+        return await super()._handle_pending_state(agent_data, sampling_params)
+
+    def _cap_text_prompt_length(self, prompt_ids: list[int]) -> list[int]:
+        limit = self.rollout_config.prompt_length
+        if len(prompt_ids) > limit:
+            raise LoopConfigError(
+                f"the first prompt of task {self._task_id!r} is {len(prompt_ids)} tokens with its tools, over "
+                f"actor_rollout_ref.rollout.prompt_length={limit}; verl would cut it from the left, losing the system "
+                f"prompt and the tools. Set data.max_prompt_length to at least {len(prompt_ids)}, and find such rows "
+                f"before training: {_WRITER} --tokenizer MODEL --max-prompt-length N"
+            )
+        return prompt_ids
+
+    async def _handle_generating_state(
+        self, agent_data: AgentData, sampling_params: dict[str, Any], ignore_termination: bool = False
+    ) -> AgentState:
+        before = len(agent_data.messages)
+        state = await super()._handle_generating_state(agent_data, sampling_params, ignore_termination)
+        self._open_reply = self._reply(agent_data.response_ids)
+        # verl appends the assistant message only when no cap stopped the rollout; with no tool call
+        # in it, the model has answered the open turn
+        if state != AgentState.TERMINATED or len(agent_data.messages) == before or agent_data.tool_calls:
+            return state
+        assert self._session is not None
+        answer = await self._session.end_turn(self._open_reply)
+        self._open_reply = None
+        if answer.done or answer.prompt is None:
+            return AgentState.TERMINATED
+        return await self._open_turn(agent_data, answer.prompt)
+
+    async def _open_turn(self, agent_data: AgentData, prompt: str) -> AgentState:
+        """Add the next turn's prompt as a user message (mask 0), as verl adds tool answers."""
+        previous = list(agent_data.messages)
+        agent_data.messages.append({"role": "user", "content": prompt})
+        merged, mask, logprobs = await self.ct_merge_context_msg(
+            previous,
+            agent_data.messages,
+            agent_data.prompt_ids,
+            agent_data.response_mask,
+            agent_data.response_logprobs or None,
+            tools=getattr(agent_data, "_active_tool_schemas", self.tool_schemas),
+        )
+        if len(mask) >= self.response_length:
+            return AgentState.TERMINATED  # no room for the turn: it ends unanswered
+        agent_data.prompt_ids = merged.token_ids
+        agent_data.response_mask = mask
+        if agent_data.response_logprobs:
+            agent_data.response_logprobs = logprobs or []
+        agent_data.user_turns += 1
+        return AgentState.GENERATING
+
+    async def _handle_processing_tools_state(self, agent_data: AgentData) -> AgentState:
+        state = await super()._handle_processing_tools_state(agent_data)
+        if self._failure is not None:  # verl turned it into a tool answer; it is the env's failure
+            raise self._failure
+        return state
+
+    # -- tools ------------------------------------------------------------------------------------
+
+    async def _call_env(self, name: str, args: Any) -> str:
+        """Call tool ``name`` on the episode; calls of one reply run in order, one at a time."""
+        async with self._calls:
+            if self._failure is not None:
+                raise self._failure
+            assert self._session is not None
+            try:
+                answer = await self._session.call(name, args)
+            except Exception as exc:
+                self._failure = exc
+                raise
+        self._warn_if_cut(name, answer.text)
+        return answer.text
+
+    def _warn_if_cut(self, name: str, text: str) -> None:
+        limit = self.max_tool_response_length
+        if len(text) <= limit:
+            return
+        with _cut_lock:
+            if (self.shared.url, name) in _cut_warned:
+                return
+            _cut_warned.add((self.shared.url, name))
+        log.warning(
+            "tool %r answered %d characters; verl cuts tool answers to "
+            "actor_rollout_ref.rollout.multi_turn.max_tool_response_length=%d (cutting the %s) before the model sees "
+            "them. Raise it to show whole answers (warned once per tool)",
+            name,
+            len(text),
+            limit,
+            self.tool_response_truncate_side,
+        )
+
+
+class _EpisodeTool:
+    """One of the row's tools, called on the rollout's episode; duck-types verl's ``BaseTool``
+    (without its constructor, which prints the schema)."""
+
+    def __init__(self, loop: AgentEnvAgentLoop, tool: Tool) -> None:
+        self.name = tool.name
+        self.tool_schema = OpenAIFunctionToolSchema.model_validate(typed_schema(tool))
+        self._loop = loop
+
+    async def create(self, instance_id: str | None = None, **kwargs: Any) -> tuple[str, ToolResponse]:
+        return "", ToolResponse()  # an empty id: verl calls no release
+
+    async def execute(
+        self, instance_id: str, parameters: dict[str, Any], **kwargs: Any
+    ) -> tuple[ToolResponse, None, dict[str, Any]]:
+        return ToolResponse(text=await self._loop._call_env(self.name, parameters)), None, {}
+
+    async def release(self, instance_id: str, **kwargs: Any) -> None:
+        return None
+
+
+def _read_row(kwargs: dict[str, Any]) -> tuple[str, list[Tool], list[str]]:
+    extra = kwargs.get("extra_info") or {}
+    task_id, tools_json = extra.get("task_id"), extra.get("tools")
+    if not task_id or not isinstance(tools_json, str):
+        raise LoopConfigError(
+            "the row has no extra_info.task_id and extra_info.tools, so it was not written by agentenv-verl's "
+            f"writer; write the dataset with {_WRITER}"
+        )
+    try:
+        tools = parse_tools(tools_json)
+    except (ValueError, KeyError, TypeError) as exc:
+        raise LoopConfigError(f"task {task_id!r}: extra_info.tools is not a list of tools ({exc}); {_WRITER}") from None
+    steps = [str(s) for s in (extra.get("steps") if extra.get("steps") is not None else [])]
+    return str(task_id), tools, steps
+
+
+def _attempt_failure(exc: BaseException) -> AttemptFailure:
+    if isinstance(exc, EpisodeFailed):
+        return AttemptFailure(exc.kind, exc.stage, str(exc))
+    if isinstance(exc, ToolDeadline):
+        return AttemptFailure("deadline", "tool", str(exc))
+    if isinstance(exc, AtCapacity):
+        return AttemptFailure("capacity", "session", str(exc))
+    return AttemptFailure("server", "session", str(exc))

@@ -1,0 +1,220 @@
+"""The verl dataset writer against the real server on the fake bundle, with no verl installed."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+import yaml
+from agentenv.cli import main as agentenv_main
+from agentenv.errors import Unauthorized
+from agentenv.plugins import plugins
+from agentenv.session import Shared, read_tasks
+from agentenv_verl import SUPPORTED
+from agentenv_verl.writer import SCHEMA, main, write
+
+ROOT = Path(__file__).resolve().parents[2]
+DEAD_URL = "http://127.0.0.1:9"  # nothing listens on the discard port: reading it would fail differently
+
+
+def _written(out: Path) -> list[Path]:
+    return sorted(p for p in out.rglob("*") if p.is_file()) if out.exists() else []
+
+
+def test_each_split_is_written_with_a_row_per_task(serve, tmp_path):
+    server = serve()
+    written = write(server.url, tmp_path / "out")
+
+    assert written.rows == {"train": 11, "eval": 1, "test": 0}
+    train = {r["extra_info"]["task_id"]: r for r in pq.read_table(tmp_path / "out" / "train.parquet").to_pylist()}
+    assert set(train) == {t.id for t in read_tasks(Shared(server.url), "train")}
+    echo = train["echo"]
+    assert echo["prompt"] == [
+        {"role": "system", "content": "You are a test agent. Use the tools as asked."},
+        {"role": "user", "content": "Echo the word 'ping' with the echo tool, then say it."},
+    ]
+    assert echo["agent_name"] == plugins().integration("verl").offers["agent_loop_name"]
+    assert echo["data_source"] == "agentenv/fake"
+    assert echo["reward_model"] == {"style": "rule", "ground_truth": ""}
+    assert echo["extra_info"]["split"] == "train"
+    assert isinstance(echo["extra_info"]["tools"], str)  # JSON, never nested dicts
+    # every row carries every step id of the bundle: the score keys each rollout reports
+    assert all(r["extra_info"]["steps"] == ["answer-1", "answer-2"] for r in train.values())
+    (eval_row,) = pq.read_table(tmp_path / "out" / "eval.parquet").to_pylist()
+    assert eval_row["extra_info"]["task_id"] == "eval-echo"
+    assert eval_row["extra_info"]["index"] == 0
+
+
+def test_a_rows_tools_are_its_toolsets_full_schemas(serve, tmp_path):
+    server = serve()
+    write(server.url, tmp_path / "out")
+
+    rows = {r["extra_info"]["task_id"]: r for r in pq.read_table(tmp_path / "out" / "train.parquet").to_pylist()}
+    echo_tools = {t["function"]["name"]: t for t in json.loads(rows["echo"]["extra_info"]["tools"])}
+    no_add_tools = {t["function"]["name"] for t in json.loads(rows["no-add"]["extra_info"]["tools"])}
+    assert "add" in echo_tools and "add" not in no_add_tools
+    nested = echo_tools["nested"]["function"]["parameters"]
+    assert nested["properties"]["filter"]["properties"]["tags"]["items"]["enum"] == ["work", "home"]
+    assert nested["properties"]["score"]["anyOf"] == [{"type": "integer"}, {"type": "string"}]
+
+
+def test_tools_are_probed_once_per_toolset(serve, ledger, tmp_path):
+    server = serve()
+    write(server.url, tmp_path / "out")
+
+    shared = Shared(server.url)
+    keys = {t.toolset_key for split in ("train", "eval", "test") for t in read_tasks(shared, split)}
+    assert len(keys) < 12  # the fake bundle's 12 tasks share fewer toolsets
+    assert ledger.wait_for("teardown", len(keys)) == len(keys)
+    assert ledger.count("deploy") == len(keys)
+
+
+def test_an_empty_split_keeps_every_column(serve, tmp_path):
+    server = serve()
+    write(server.url, tmp_path / "out")
+
+    table = pq.read_table(tmp_path / "out" / "test.parquet")
+    assert table.num_rows == 0
+    assert table.schema.equals(SCHEMA)
+    assert pq.read_table(tmp_path / "out" / "train.parquet").schema.equals(SCHEMA)
+
+
+def test_the_loop_config_names_the_loop_the_plugin_registers(serve, tmp_path):
+    server = serve()
+    write(server.url, tmp_path / "out", tool_timeout=7, reset_timeout=90, attempts=4)
+
+    (entry,) = yaml.safe_load((tmp_path / "out" / "agent_loop.yaml").read_text())
+    offers = plugins().integration("verl").offers
+    module, attr = offers["agent_loop"].split(":")
+    assert entry == {
+        "name": offers["agent_loop_name"],
+        "_target_": f"{module}.{attr}",
+        "url": server.url,
+        "tool_timeout": 7.0,
+        "reset_timeout": 90.0,
+        "attempts": 4,
+        "token_var": None,
+    }
+
+
+def test_only_the_named_splits_are_written(serve, tmp_path):
+    server = serve()
+    written = write(server.url, tmp_path / "out", splits=["eval"])
+
+    assert written.rows == {"eval": 1}
+    assert sorted(p.name for p in _written(tmp_path / "out")) == ["agent_loop.yaml", "eval.parquet"]
+
+
+def test_a_token_server_is_read_with_the_token_its_variable_holds(serve, tmp_path, monkeypatch):
+    token = "tok-3f9a2c71e5"
+    server = serve(token=token)
+    monkeypatch.setenv("VERL_TEST_TOKEN", token)
+    written = write(server.url, tmp_path / "out", token_var="VERL_TEST_TOKEN")
+
+    assert written.rows["train"] == 11
+    (entry,) = yaml.safe_load((tmp_path / "out" / "agent_loop.yaml").read_text())
+    assert entry["token_var"] == "VERL_TEST_TOKEN"
+    files = _written(tmp_path / "out")
+    assert len(files) == 4
+    assert not [f.name for f in files if token.encode() in f.read_bytes()]
+
+
+def test_a_wrong_token_is_refused_and_nothing_is_written(serve, tmp_path, monkeypatch):
+    server = serve(token="the-right-one")
+    monkeypatch.setenv("VERL_TEST_TOKEN", "a-wrong-one")
+
+    with pytest.raises(Unauthorized, match=r"\$VERL_TEST_TOKEN"):
+        write(server.url, tmp_path / "out", token_var="VERL_TEST_TOKEN")
+    assert _written(tmp_path / "out") == []
+
+
+@pytest.mark.parametrize(
+    ("args", "refusal"),
+    [
+        (["--max-prompt-length", "100"], "--max-prompt-length needs --tokenizer"),
+        (["--max-prompt-length", "0", "--tokenizer", "x"], "--max-prompt-length 0: give a positive number"),
+        (["--attempts", "0"], "--attempts 0: give 1 or more"),
+        (["--tool-timeout", "-1"], "--tool-timeout -1.0: give a positive number of seconds"),
+        (["--chat-template-kwargs", "{enable_thinking: false}"], "--chat-template-kwargs is not JSON"),
+        (["--chat-template-kwargs", "[1]"], "--chat-template-kwargs is a JSON list; write an object"),
+        (["--token-var", "VERL_TEST_UNSET_TOKEN"], "export VERL_TEST_UNSET_TOKEN="),
+    ],
+)
+def test_bad_options_are_refused_before_the_server_is_read(args, refusal, tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("VERL_TEST_UNSET_TOKEN", raising=False)
+
+    code = main([DEAD_URL, str(tmp_path / "out"), "--quiet", *args])
+
+    err = capsys.readouterr().err
+    assert code == 2
+    assert refusal in err
+    assert "no agentenv server answered" not in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_an_out_that_is_a_file_is_refused(tmp_path, capsys):
+    (tmp_path / "out").write_text("keep me")
+
+    assert main([DEAD_URL, str(tmp_path / "out"), "--quiet"]) == 2
+    assert "is a file; give a folder" in capsys.readouterr().err
+    assert (tmp_path / "out").read_text() == "keep me"
+
+
+def test_a_missing_server_is_named(tmp_path, capsys):
+    assert main([DEAD_URL, str(tmp_path / "out"), "--quiet"]) == 2
+    assert f"no agentenv server answered at {DEAD_URL}" in capsys.readouterr().err
+
+
+def test_agentenv_verl_write_is_the_same_writer(serve, tmp_path, capsys):
+    server = serve()
+
+    assert agentenv_main(["verl", "write", server.url, str(tmp_path / "a"), "--quiet"]) == 0
+    assert main([server.url, str(tmp_path / "b"), "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert f"wrote {tmp_path / 'a' / 'train.parquet'} (11 rows, data_source agentenv/fake)" in out
+    assert "actor_rollout_ref.rollout.agent.agent_loop_config_path=" in out
+    for name in ("train.parquet", "eval.parquet", "test.parquet"):
+        assert pq.read_table(tmp_path / "a" / name).equals(pq.read_table(tmp_path / "b" / name))
+
+
+def test_progress_goes_to_stderr(serve, tmp_path, capsys):
+    server = serve()
+
+    assert main([server.url, str(tmp_path / "out")]) == 0
+    err = capsys.readouterr().err
+    assert "probing toolsets: 7" in err
+    assert "writing [####################] 4/4" in err
+
+
+# --- the package without verl ------------------------------------------------------------------
+
+
+def test_importing_the_package_plugin_and_writer_does_not_import_verl():
+    code = (
+        "import sys, agentenv_verl, agentenv_verl.plugin, agentenv_verl.writer, agentenv_verl.__main__\n"
+        "print(sorted(m for m in ('verl', 'torch', 'transformers') if m in sys.modules))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
+
+
+def test_importing_the_loop_without_verl_names_the_install_command():
+    # the unit tier runs without verl (tests/verl has it); this pins the message a user without it sees
+    done = subprocess.run([sys.executable, "-c", "import agentenv_verl.loop"], capture_output=True, text=True)
+    assert done.returncode == 1
+    assert "ImportError: agentenv_verl.loop runs inside verl (verl>=0.9.1,<0.10), which is not installed: " \
+           "pip install 'agentenv-verl[verl]'" in done.stderr  # fmt: skip
+
+
+def test_the_extra_pins_the_declared_range():
+    project = tomllib.loads((ROOT / "packages" / "agentenv-verl" / "pyproject.toml").read_text())
+    assert SUPPORTED in project["project"]["optional-dependencies"]["verl"]
+    integration = plugins().integration("verl")
+    assert integration.supported == SUPPORTED.removeprefix("verl")
+    assert integration.fits("0.9.1") is True
+    assert integration.fits("0.10.0") is False
