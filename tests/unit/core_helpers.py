@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import shutil
-from collections.abc import Iterable
+import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -68,3 +70,11 @@ async def play(
     finally:
         result = await episode.close()
     return episode, steps, result
+
+
+async def until(condition: Callable[[], bool], timeout: float = 10.0) -> None:
+    """Wait (on the loop) until ``condition()`` holds; fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"still not true after {timeout} s"
+        await asyncio.sleep(0.01)
