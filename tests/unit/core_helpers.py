@@ -78,3 +78,12 @@ async def until(condition: Callable[[], bool], timeout: float = 10.0) -> None:
     while not condition():
         assert time.monotonic() < deadline, f"still not true after {timeout} s"
         await asyncio.sleep(0.01)
+
+
+def gone(pid: int) -> bool:
+    """True once ``pid`` has exited (a zombie waiting to be reaped counts as gone)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return True
+    return state in {"Z", "X"}
