@@ -1,0 +1,159 @@
+"""The five wheels build with ``uv build --all-packages`` and work installed outside the workspace.
+
+One build and one fresh virtual environment (in a temporary folder, not under the repository) serve
+every test of this module; the installs come from the built wheels, their dependencies from the index.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+import subprocess
+import sys
+import tomllib
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+
+pytestmark = pytest.mark.slow
+
+PACKAGES = {
+    "agentenv-core": "agentenv",
+    "agentenv-server": "agentenv_server",
+    "agentenv-trl": "agentenv_trl",
+    "agentenv-verl": "agentenv_verl",
+    "agentenv-harness": "agentenv_harness",
+}
+
+
+@dataclass(frozen=True)
+class Installed:
+    dist: Path
+    venv: Path
+
+    @property
+    def python(self) -> Path:
+        return self.venv / "bin" / "python"
+
+    def run(self, *args: str | Path) -> subprocess.CompletedProcess[str]:
+        """Run in the venv, from a folder outside the workspace, with nothing of the workspace on the path."""
+        env = {k: v for k, v in os.environ.items() if k not in {"VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME"}}
+        env["PATH"] = f"{self.venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
+        return subprocess.run([str(a) for a in args], capture_output=True, text=True, cwd=self.venv.parent, env=env)
+
+
+def _version(distribution: str) -> str:
+    with open(ROOT / "packages" / distribution / "pyproject.toml", "rb") as f:
+        return tomllib.load(f)["project"]["version"]
+
+
+def _uv() -> str:
+    uv = shutil.which("uv")
+    assert uv is not None, "uv is not on PATH; install it (pip install uv) to build the wheels"
+    return uv
+
+
+def _check(done: subprocess.CompletedProcess[str], what: str) -> None:
+    assert done.returncode == 0, f"{what} failed ({done.returncode}):\n{done.stdout}\n{done.stderr}"
+
+
+def _wheel(dist: Path, distribution: str) -> Path:
+    found = sorted(dist.glob(f"{distribution.replace('-', '_')}-*.whl"))
+    assert len(found) == 1, f"expected one wheel of {distribution} in {dist}: {[p.name for p in dist.iterdir()]}"
+    return found[0]
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory) -> Installed:
+    # one build and venv per test run, shared by the xdist workers (the first one builds, under a lock)
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = shared.parent
+    base = shared / "wheels"
+    assert ROOT not in base.parents, "the venv must live outside the workspace"
+    with open(shared / "wheels.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (base / "installed").exists():
+            shutil.rmtree(base, ignore_errors=True)
+            base.mkdir()
+            _build_and_install(base)
+            (base / "installed").touch()
+    return Installed(base / "dist", base / "venv")
+
+
+def _build_and_install(base: Path) -> None:
+    dist = base / "dist"
+    built = subprocess.run(
+        [_uv(), "build", "--all-packages", "--out-dir", str(dist)], capture_output=True, text=True, cwd=ROOT
+    )
+    _check(built, "uv build --all-packages")
+    venv = base / "venv"
+    _check(
+        subprocess.run([_uv(), "venv", str(venv), "--python", sys.executable], capture_output=True, text=True),
+        "uv venv",
+    )
+    wheels = [str(_wheel(dist, name)) for name in PACKAGES]
+    _check(
+        subprocess.run(
+            [_uv(), "pip", "install", "--python", str(venv / "bin" / "python"), *wheels],
+            capture_output=True,
+            text=True,
+            cwd=base,
+        ),
+        "uv pip install of the wheels",
+    )
+
+
+def test_uv_build_all_packages_builds_a_wheel_and_an_sdist_of_each_package(installed):
+    wheels = sorted(p.name.split("-")[0] for p in installed.dist.glob("*.whl"))
+    sdists = sorted(p.name.rsplit("-", 1)[0] for p in installed.dist.glob("*.tar.gz"))
+    assert wheels == sorted(name.replace("-", "_") for name in PACKAGES)
+    assert sdists == sorted(name.replace("-", "_") for name in PACKAGES)
+
+
+@pytest.mark.parametrize(("distribution", "package"), PACKAGES.items())
+def test_each_wheel_ships_py_typed_and_an_agentenv_entry_point(installed, distribution, package):
+    with zipfile.ZipFile(_wheel(installed.dist, distribution)) as wheel:
+        names = wheel.namelist()
+        assert f"{package}/py.typed" in names
+        entry_points = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
+        text = wheel.read(entry_points).decode()
+    assert "[agentenv]" in text or distribution == "agentenv-core"
+    if distribution == "agentenv-core":
+        assert "agentenv = agentenv.cli:main" in text
+
+
+def test_each_package_imports_from_the_venv_outside_the_workspace(installed):
+    code = "import sys\n" + "".join(f"import {package}; print({package}.__file__)\n" for package in PACKAGES.values())
+    done = installed.run(installed.python, "-c", code)
+    _check(done, "importing the installed packages")
+    files = [Path(line) for line in done.stdout.splitlines()]
+    assert len(files) == len(PACKAGES)
+    for file in files:
+        assert installed.venv in file.parents, f"{file} is not from the venv"
+        assert ROOT not in file.parents
+
+
+def test_agentenv_plugins_in_the_venv_lists_every_package(installed):
+    done = installed.run(installed.venv / "bin" / "agentenv", "plugins")
+    _check(done, "agentenv plugins")
+    lines = done.stdout.splitlines()
+    table = lines[2 : lines.index("")] if "" in lines else lines[2:]
+    plugins = {line.split()[0]: line.split()[1:3] for line in table}
+    expected = {name if name == "agentenv-core" else name.removeprefix("agentenv-"): name for name in PACKAGES}
+    assert set(plugins) == set(expected)  # no test plugin: it is not part of the release
+    for plugin, distribution in expected.items():
+        assert plugins[plugin] == [distribution, _version(distribution)]
+    assert "not loaded" not in done.stdout, done.stdout  # every plugin loads without its trainer
+
+
+def test_the_installed_cli_plays_an_example_bundle(installed):
+    done = installed.run(installed.venv / "bin" / "agentenv", "play", ROOT / "examples" / "bundles" / "arith",
+                         "one-01", "--reference")  # fmt: skip
+    _check(done, "agentenv play")
+    assert done.stdout.rstrip().endswith("reward: 1")
