@@ -36,8 +36,11 @@ async def test_a_played_row_is_scored_with_its_reward_and_reward_extra_info(toke
 async def test_every_rollout_of_a_data_source_reports_the_same_keys(tokenizer, fake_rows, fake_server):
     outs = []
     for task, replies in (("echo", ["ping<|im_end|>"]), ("weighted", ["yes<|im_end|>", "no<|im_end|>"])):
-        outs.append(await make_loop(tokenizer, ScriptedServer(tokenizer, replies), fake_server.url).run(
-            SAMPLING, **fake_rows[task]))  # fmt: skip
+        outs.append(
+            await make_loop(tokenizer, ScriptedServer(tokenizer, replies), fake_server.url).run(
+                SAMPLING, **fake_rows[task]
+            )
+        )
 
     assert [set(o.extra_fields["reward_extra_info"]) for o in outs] == [KEYS, KEYS]
     assert outs[0].reward_score == 0.0  # no echo call: the policy's doing, scored
@@ -72,8 +75,15 @@ async def test_a_turn_the_rollout_has_no_room_for_ends_unanswered(tokenizer, fak
 
 async def test_an_inbox_task_is_played_over_two_turns_through_qwen3_coder(tokenizer, inbox_rows, serve):
     server = serve(INBOX)
-    model = ScriptedServer(tokenizer, [xml_call("search", query="budget"), xml_call("read_email", id="m1"),
-                                       "Dana Whitfield.<|im_end|>", "$4,200.<|im_end|>"])  # fmt: skip
+    model = ScriptedServer(
+        tokenizer,
+        [
+            xml_call("search", query="budget"),
+            xml_call("read_email", id="m1"),
+            "Dana Whitfield.<|im_end|>",
+            "$4,200.<|im_end|>",
+        ],
+    )
     loop = make_loop(
         tokenizer, model, server.url, config=verl_config(format="qwen3_coder", max_tool_response_length=2000)
     )
@@ -82,7 +92,12 @@ async def test_an_inbox_task_is_played_over_two_turns_through_qwen3_coder(tokeni
 
     assert out.reward_score == 1.0
     assert out.extra_fields["reward_extra_info"] | {"model_seconds": 0, "env_seconds": 0} == {
-        "score/answer-1": 1.0, "score/answer-2": 1.0, "attempts": 1, "model_seconds": 0, "env_seconds": 0}  # fmt: skip
+        "score/answer-1": 1.0,
+        "score/answer-2": 1.0,
+        "attempts": 1,
+        "model_seconds": 0,
+        "env_seconds": 0,
+    }
     assert '["m1"]' in model.prompts[1]  # search's answer
     assert "4,200" in model.prompts[2]  # the email read
     assert "What amount did they ask for?" in model.prompts[3]
@@ -90,8 +105,14 @@ async def test_an_inbox_task_is_played_over_two_turns_through_qwen3_coder(tokeni
 
 async def test_qwen3_coder_arguments_are_converted_by_the_typed_schema(tokenizer, fake_rows, fake_server):
     nested = {"sender": "dana", "tags": ["work"]}
-    model = ScriptedServer(tokenizer, [xml_call("add", a=2, b=3), xml_call("nested", filter=nested, limit=2, score="7",
-                                                                           note="null"), "done<|im_end|>"])  # fmt: skip
+    model = ScriptedServer(
+        tokenizer,
+        [
+            xml_call("add", a=2, b=3),
+            xml_call("nested", filter=nested, limit=2, score="7", note="null"),
+            "done<|im_end|>",
+        ],
+    )
     loop = make_loop(tokenizer, model, fake_server.url, config=verl_config(format="qwen3_coder"))
 
     await loop.run(SAMPLING, **fake_rows["echo"])
@@ -120,9 +141,12 @@ async def test_the_template_gets_the_full_schema_and_the_parsers_a_typed_one(tok
 async def test_env_seconds_cover_the_scoring(tokenizer, tmp_path):
     bundle = tmp_path / "slow"
     (bundle / "tasks").mkdir(parents=True)
-    (bundle / "bundle.yaml").write_text("name: slow\nenvs:\n  e: {kind: python, target: slow_env:Quiet}\n"
-                                        "defaults:\n  toolset: {envs: [e]}\ntasks: tasks/*.yaml\n")  # fmt: skip
-    (bundle / "slow_env.py").write_text(textwrap.dedent('''
+    (bundle / "bundle.yaml").write_text(
+        "name: slow\nenvs:\n  e: {kind: python, target: slow_env:Quiet}\n"
+        "defaults:\n  toolset: {envs: [e]}\ntasks: tasks/*.yaml\n"
+    )
+    (bundle / "slow_env.py").write_text(
+        textwrap.dedent('''
         import time
         from agentenv import Env
 
@@ -132,7 +156,8 @@ async def test_env_seconds_cover_the_scoring(tokenizer, tmp_path):
         def slow_check(env, reply):
             time.sleep(0.6)
             return 1.0
-    '''))  # fmt: skip
+    ''')
+    )
     (bundle / "tasks" / "t.yaml").write_text(
         "id: t\nsplit: train\nturns:\n- prompt: Say anything.\n"
         "  verifiers: [{id: s, kind: python, check: 'slow_env:slow_check'}]\n"

@@ -23,8 +23,15 @@ ROOT = Path(__file__).resolve().parents[2]
 FAKE = ROOT / "tests" / "fixtures" / "bundles" / "fake"
 INBOX = ROOT / "examples" / "bundles" / "inbox"
 
-SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<tool_call>", "</tool_call>", "<tool_response>",
-           "</tool_response>"]  # fmt: skip
+SPECIAL = [
+    "<|endoftext|>",
+    "<|im_start|>",
+    "<|im_end|>",
+    "<tool_call>",
+    "</tool_call>",
+    "<tool_response>",
+    "</tool_response>",
+]
 
 # A Qwen3-style ChatML template: the tools' full JSON Schema in the system turn, tool calls as
 # <tool_call>{json}</tool_call>, consecutive tool answers in one user turn, and an empty think block
@@ -80,8 +87,12 @@ def build_tokenizer() -> PreTrainedTokenizerFast:
     model = Tokenizer(models.BPE(unk_token=None))
     model.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     model.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=700, special_tokens=SPECIAL, show_progress=False,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())  # fmt: skip
+    trainer = trainers.BpeTrainer(
+        vocab_size=700,
+        special_tokens=SPECIAL,
+        show_progress=False,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    )
     model.train_from_iterator(_CORPUS * 10, trainer=trainer)
     tokenizer = PreTrainedTokenizerFast(tokenizer_object=model, eos_token="<|im_end|>", pad_token="<|endoftext|>")
     tokenizer.chat_template = CHAT_TEMPLATE
@@ -91,18 +102,33 @@ def build_tokenizer() -> PreTrainedTokenizerFast:
 def save_model_dir(tokenizer: PreTrainedTokenizerFast, folder: Path) -> Path:
     """The tokenizer and a Qwen2 model config in ``folder``: what verl's HFModelConfig reads from a model path."""
     tokenizer.save_pretrained(folder)
-    config = {"model_type": "qwen2", "architectures": ["Qwen2ForCausalLM"], "vocab_size": len(tokenizer),
-              "hidden_size": 16, "intermediate_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2,
-              "num_key_value_heads": 1, "max_position_embeddings": 8192}  # fmt: skip
+    config = {
+        "model_type": "qwen2",
+        "architectures": ["Qwen2ForCausalLM"],
+        "vocab_size": len(tokenizer),
+        "hidden_size": 16,
+        "intermediate_size": 32,
+        "num_hidden_layers": 1,
+        "num_attention_heads": 2,
+        "num_key_value_heads": 1,
+        "max_position_embeddings": 8192,
+    }
     (folder / "config.json").write_text(json.dumps(config))
     return folder
 
 
-def verl_config(prompt_length: int = 4096, response_length: int = 2048, chat_template_kwargs: dict | None = None,
-                **multi_turn: Any) -> DictConfig:  # fmt: skip
+def verl_config(
+    prompt_length: int = 4096, response_length: int = 2048, chat_template_kwargs: dict | None = None, **multi_turn: Any
+) -> DictConfig:
     """The parts of verl's trainer config an agent loop reads (every multi_turn key must be present)."""
-    turns = {"max_user_turns": None, "max_assistant_turns": None, "max_parallel_calls": 1,
-             "max_tool_response_length": 256, "tool_response_truncate_side": "middle", "format": "hermes"}  # fmt: skip
+    turns = {
+        "max_user_turns": None,
+        "max_assistant_turns": None,
+        "max_parallel_calls": 1,
+        "max_tool_response_length": 256,
+        "tool_response_truncate_side": "middle",
+        "format": "hermes",
+    }
     turns.update(multi_turn)
     return OmegaConf.create(
         {

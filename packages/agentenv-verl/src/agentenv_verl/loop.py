@@ -133,9 +133,14 @@ class AgentEnvAgentLoop(ToolAgentLoop):
                 except _REPLAYED as exc:
                     last = exc
                     failures.append(_attempt_failure(exc))
-                    log.warning("task %r: the env failed attempt %d of %d (%s); %s", task_id, len(failures),
-                                self.attempts, exc, "replaying it on a new episode" if len(failures) < self.attempts
-                                else "giving up")  # fmt: skip
+                    log.warning(
+                        "task %r: the env failed attempt %d of %d (%s); %s",
+                        task_id,
+                        len(failures),
+                        self.attempts,
+                        exc,
+                        "replaying it on a new episode" if len(failures) < self.attempts else "giving up",
+                    )
                     continue
                 finally:
                     model_seconds += self._model_seconds()

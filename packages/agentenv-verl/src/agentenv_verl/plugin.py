@@ -34,5 +34,9 @@ def agentenv_integrations() -> Iterator[Integration]:
 def agentenv_cli_commands() -> Iterator[CliCommand]:
     from . import writer
 
-    yield CliCommand("verl", "verl: write a bundle's tasks as verl datasets (agentenv verl write URL OUT)",
-                     writer.configure_cli, writer.run_cli)  # fmt: skip
+    yield CliCommand(
+        "verl",
+        "verl: write a bundle's tasks as verl datasets (agentenv verl write URL OUT)",
+        writer.configure_cli,
+        writer.run_cli,
+    )

@@ -347,22 +347,51 @@ def configure_write(parser: argparse.ArgumentParser) -> None:
     add = parser.add_argument
     add("url", metavar="URL", help="the agentenv server (http://host:port)")
     add("out", metavar="OUT", type=Path, help="folder for <split>.parquet and agent_loop.yaml")
-    add("--split", dest="splits", action="append", metavar="NAME",
-        help="write only this split (repeatable; default: every split)")  # fmt: skip
-    add("--token-var", metavar="NAME",
-        help="the environment variable holding the server's token (read here and in every verl worker)")  # fmt: skip
+    add(
+        "--split",
+        dest="splits",
+        action="append",
+        metavar="NAME",
+        help="write only this split (repeatable; default: every split)",
+    )
+    add(
+        "--token-var",
+        metavar="NAME",
+        help="the environment variable holding the server's token (read here and in every verl worker)",
+    )
     add("--tool-timeout", type=float, default=60.0, metavar="S", help="seconds a tool call may take (default: 60)")
-    add("--reset-timeout", type=float, default=300.0, metavar="S",
+    add(
+        "--reset-timeout",
+        type=float,
+        default=300.0,
+        metavar="S",
         help="seconds a deploy or an end of turn may take; also how long after its start a rollout may "
-             "begin a replay (default: 300)")  # fmt: skip
-    add("--attempts", type=int, default=3, metavar="N",
-        help="plays of a rollout the env fails before it is given up as failed (default: 3)")  # fmt: skip
-    add("--tokenizer", metavar="MODEL_OR_PATH",
-        help="the policy's tokenizer: count each prompt with its tools as its chat template renders it")  # fmt: skip
-    add("--chat-template-kwargs", metavar="JSON", default=None,
-        help="as verl's data.apply_chat_template_kwargs, e.g. '{\"enable_thinking\": false}'")  # fmt: skip
-    add("--max-prompt-length", type=int, metavar="N",
-        help="refuse rows over N tokens (verl's data.max_prompt_length); needs --tokenizer")  # fmt: skip
+        "begin a replay (default: 300)",
+    )
+    add(
+        "--attempts",
+        type=int,
+        default=3,
+        metavar="N",
+        help="plays of a rollout the env fails before it is given up as failed (default: 3)",
+    )
+    add(
+        "--tokenizer",
+        metavar="MODEL_OR_PATH",
+        help="the policy's tokenizer: count each prompt with its tools as its chat template renders it",
+    )
+    add(
+        "--chat-template-kwargs",
+        metavar="JSON",
+        default=None,
+        help="as verl's data.apply_chat_template_kwargs, e.g. '{\"enable_thinking\": false}'",
+    )
+    add(
+        "--max-prompt-length",
+        type=int,
+        metavar="N",
+        help="refuse rows over N tokens (verl's data.max_prompt_length); needs --tokenizer",
+    )
     add("--quiet", action="store_true", help="no progress bar")
 
 
@@ -426,8 +455,11 @@ def _template_kwargs(text: str | None) -> dict[str, Any]:
 def configure_cli(parser: argparse.ArgumentParser) -> None:
     """``agentenv verl``: its subcommands."""
     sub = parser.add_subparsers(dest="verl_command", metavar="COMMAND")
-    configure_write(sub.add_parser("write", help="write a served bundle's tasks as verl datasets",
-                                   description=(__doc__ or "").split("\n\n")[0]))  # fmt: skip
+    configure_write(
+        sub.add_parser(
+            "write", help="write a served bundle's tasks as verl datasets", description=(__doc__ or "").split("\n\n")[0]
+        )
+    )
 
 
 def run_cli(args: argparse.Namespace) -> int:
