@@ -2,9 +2,9 @@
 
 Each statement runs in a new interpreter ``--runs`` times (15 by default; 5 for loading the entry
 points, which takes seconds), interleaved with a bare ``python -c pass`` so both see the same
-machine load; the median of each is printed in ms, with the difference (what the import costs). Heavy modules are those a training process may not want
-dragged in by the core: torch, transformers, gradio, OpenEnv's server side, fastapi, uvicorn, and
-(ideally) pydantic.
+machine load; the median of each is printed in ms, with the difference (what the import costs).
+Heavy modules are those a training process may not want dragged in by the core: torch,
+transformers, gradio, OpenEnv's server side, fastapi, uvicorn, and (ideally) pydantic.
 
     python bench/import_time.py [--runs N]
 
