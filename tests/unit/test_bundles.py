@@ -168,3 +168,7 @@ async def test_an_env_class_and_a_check_from_installed_modules_load_and_play(tmp
     assert bundle.env_tools["bare"] == []
     _, _, result = await play(bundle, "bare", replies=["hello"])
     assert (result.outcome, result.reward) == ("scored", 1.0)
+
+
+def test_a_bundle_loads_from_its_bundle_yaml_path_too():
+    assert [t.id for t in load_bundle(FAKE / "bundle.yaml").tasks] == [t.id for t in load_bundle(FAKE).tasks]

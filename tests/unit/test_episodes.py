@@ -452,3 +452,11 @@ async def test_starting_an_episode_twice_is_refused(fake):
     with pytest.raises(RuntimeError, match="create a new Episode for each play"):
         await episode.start()
     await episode.close()
+
+
+async def test_calling_a_tool_before_start_is_an_error_saying_to_start(fake):
+    episode = Episode(fake, fake.task("echo"))
+    with pytest.raises(RuntimeError, match=r"call Episode.start\(\) first"):
+        await episode.call("echo", {"text": "x"})
+    with pytest.raises(RuntimeError, match=r"call Episode.start\(\) first"):
+        await episode.end_turn("x")

@@ -304,6 +304,8 @@ class Episode:
         """Run tool ``name``. Unknown tools and bad arguments are answered as errors, not raised."""
         if self._result is not None:
             return Step(done=True, result=self._result)
+        if not self._started:  # else every tool would be answered as unknown: there are none yet
+            raise RuntimeError("call Episode.start() first")
         tool = self._by_name.get(name)
         if tool is None:
             available = ", ".join(t.name for t in self.tools) or "none"
