@@ -41,6 +41,7 @@ def test_a_task_glob_that_matches_no_file_is_refused(fake):
     patch(fake / "bundle.yaml", "tasks: tasks/*.yaml", "tasks: taks/*.yaml")
     problem = only_problem(refused(fake))
     assert (problem.file, problem.field) == ("bundle.yaml", "tasks")
+    assert problem.line == line_of(fake / "bundle.yaml", "tasks: taks/*.yaml")
     assert "'taks/*.yaml' matches no file" in problem.message
 
 
@@ -272,3 +273,13 @@ def test_a_bundle_refused_for_an_unknown_kind_loads_once_a_plugin_provides_it(fa
 
     refused(fake, plugin_set=Plugins())
     assert load_bundle(fake, plugin_set=Plugins(extra=[("docker", Docker)])).envs["proc"].kind == "docker"
+
+
+def test_an_unknown_field_in_the_defaults_is_refused_once_in_bundle_yaml(fake):
+    patch(fake / "bundle.yaml", "  system: You are", "  sytem: You are")
+    problem = only_problem(refused(fake))
+    assert (problem.file, problem.field) == ("bundle.yaml", "defaults.sytem")
+    assert problem.line == line_of(fake / "bundle.yaml", "sytem:")
+    assert "unknown task field; the fields are id, metadata, reward, solution, split, system, toolset, turns" in (
+        problem.message
+    )

@@ -10,7 +10,7 @@ import glob
 import hashlib
 import json
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -298,6 +298,11 @@ class _Loader:
         if not isinstance(defaults, dict):
             self.problem(BUNDLE_FILE, ("defaults",), "must be a mapping of task fields", lines)
             defaults = {}
+        for key in [k for k in defaults if k not in Task.model_fields]:
+            # said once, here, rather than in every task file that inherits it
+            fields = ", ".join(sorted(Task.model_fields))
+            self.problem(BUNDLE_FILE, ("defaults", key), f"unknown task field; the fields are {fields}", lines)
+            defaults = {k: v for k, v in defaults.items() if k != key}
         raw_tasks = self._raw_tasks(data.get("tasks"), lines)
         tasks: list[Task] = []
         where: dict[str, str] = {}
@@ -461,7 +466,10 @@ class _Loader:
         try:
             return list(sources[source_name].read(config, self.root))
         except _ReadProblems as exc:
-            self.problems.extend(exc.problems)
+            for problem in exc.problems:  # a source knows the field; the line of bundle.yaml is known here
+                if problem.file == BUNDLE_FILE and problem.line is None:
+                    problem = replace(problem, line=line_of(lines, tuple(problem.field.split("."))))
+                self.problems.append(problem)
             return exc.tasks
         except Exception as exc:
             self.problem(
