@@ -4,7 +4,6 @@ range, and the written loop config instantiated by verl's own AgentLoopWorker.""
 from __future__ import annotations
 
 import importlib.metadata as md
-from pathlib import Path
 
 import pytest
 import verl
@@ -12,11 +11,10 @@ import yaml
 from agentenv_verl import SUPPORTED, LoopConfigError, write
 from agentenv_verl._version import check_verl
 from agentenv_verl.loop import AgentEnvAgentLoop
-from hydra import compose, initialize_config_dir
 from verl.experimental.agent_loop.agent_loop import AgentLoopWorker
 from verl.protocol import DataProto
 from verl.utils.dataset.rl_dataset import RLHFDataset, collate_fn
-from verl_support import ScriptedServer, make_loop, tool_call, verl_config
+from verl_support import ScriptedServer, make_loop, tool_call, trainer_config, verl_config
 
 SAMPLING = {"temperature": 1.0}
 
@@ -76,28 +74,19 @@ def test_the_installed_verl_fits_and_one_outside_the_range_is_refused():
     )
 
 
-def _verl_config(model_dir: Path, agent_loop_config: Path) -> object:
-    """verl's own trainer config (ppo_trainer.yaml), composed by hydra as its entry point does."""
-    with initialize_config_dir(config_dir=str(Path(verl.__file__).parent / "trainer" / "config"), version_base=None):
-        return compose(
-            config_name="ppo_trainer",
-            overrides=[
-                f"actor_rollout_ref.model.path={model_dir}",
-                "actor_rollout_ref.rollout.name=vllm",
-                f"actor_rollout_ref.rollout.agent.agent_loop_config_path={agent_loop_config}",
-                "data.max_prompt_length=4096",
-                "data.max_response_length=1024",
-                "data.filter_overlong_prompts=false",
-            ],
-        )
-
-
 async def test_verls_worker_instantiates_the_written_loop_and_batches_its_rewards(
     tokenizer, model_dir, fake_server, tmp_path
 ):
     written = write(fake_server.url, tmp_path / "out")
     (entry,) = yaml.safe_load(written.agent_loop_config.read_text())
-    config = _verl_config(model_dir, written.agent_loop_config)
+    config = trainer_config(
+        f"actor_rollout_ref.model.path={model_dir}",
+        "actor_rollout_ref.rollout.name=vllm",
+        f"actor_rollout_ref.rollout.agent.agent_loop_config_path={written.agent_loop_config}",
+        "data.max_prompt_length=4096",
+        "data.max_response_length=1024",
+        "data.filter_overlong_prompts=false",
+    )
     model = ScriptedServer(
         tokenizer,
         {

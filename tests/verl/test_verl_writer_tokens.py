@@ -7,7 +7,7 @@ import json
 
 from agentenv_verl import write
 from agentenv_verl.writer import main
-from verl_support import ScriptedServer, dataset_rows, make_loop, verl_config
+from verl_support import ScriptedServer, dataset_rows, make_loop, trainer_config, verl_config
 
 NO_THINKING = {"enable_thinking": False}
 
@@ -53,7 +53,9 @@ def test_the_longest_prompt_is_printed(model_dir, fake_server, tmp_path, capsys)
     tokens = int(line.split(": ")[-1].removesuffix(" tokens"))
     assert line == f"longest prompt with its tools: train/bash: {tokens} tokens"  # bash adds a tool
     assert f"data.max_prompt_length={tokens}" in out
-    assert '+data.apply_chat_template_kwargs={"enable_thinking":false}' in out
+    overrides = [line.strip() for line in out.splitlines() if "data.apply_chat_template_kwargs" in line]
+    assert overrides == ["+data.apply_chat_template_kwargs.enable_thinking=false"]
+    assert trainer_config(*overrides).data.apply_chat_template_kwargs == NO_THINKING  # what verl reads from them
 
 
 def test_rows_over_max_prompt_length_are_refused_before_anything_is_written(model_dir, fake_server, tmp_path, capsys):

@@ -11,7 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import verl
 from agentenv_verl.loop import AgentEnvAgentLoop
+from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig, OmegaConf
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast
@@ -143,6 +145,12 @@ def verl_config(
             "data": {"apply_chat_template_kwargs": chat_template_kwargs or {}, "mm_processor_kwargs": {}},
         }
     )
+
+
+def trainer_config(*overrides: str) -> DictConfig:
+    """verl's own trainer config (ppo_trainer.yaml) with ``overrides``, composed by hydra as its entry point does."""
+    with initialize_config_dir(config_dir=str(Path(verl.__file__).parent / "trainer" / "config"), version_base=None):
+        return compose(config_name="ppo_trainer", overrides=list(overrides))
 
 
 class ScriptedServer:

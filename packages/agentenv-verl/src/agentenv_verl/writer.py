@@ -430,8 +430,8 @@ def run_write(args: argparse.Namespace) -> int:
             break
     if written.longest:
         print(f"  data.max_prompt_length={written.longest[0].tokens}  (at least)")
-    if kwargs:
-        print(f"  +data.apply_chat_template_kwargs={json.dumps(kwargs, separators=(',', ':'))}")
+    for key, value in kwargs.items():  # one override per key: hydra refuses new keys in verl's empty dict
+        print(f"  +data.apply_chat_template_kwargs.{key}={json.dumps(value)}")
     return 0
 
 

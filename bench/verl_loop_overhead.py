@@ -1,0 +1,134 @@
+"""What AgentEnvAgentLoop costs over verl's stock ToolAgentLoop on the same scripted rollout.
+
+Both loops play one rollout of N tool calls to a no-op tool and a final reply, against the same
+stand-in rollout server and the same prompt (the fake bundle's echo task, whose tools the stock loop
+gets as in-process verl tools answering "ok"). The stock loop calls its tools in this process;
+AgentEnvAgentLoop plays an episode on an agentenv server in this process (OpenEnv over a loopback
+WebSocket): the session, the deploy, N calls, the end of turn and the scoring. Seconds per rollout
+(median of R) and the ratio are printed; nothing is asserted.
+
+Run it inside the verl environment (the nox session's):
+
+    .nox/verl-verl-0-9-1/bin/python bench/verl_loop_overhead.py [--calls N] [--rollouts R]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import io
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests" / "verl"))  # the verl tier's tokenizer and stand-in rollout server
+os.environ["HF_HUB_OFFLINE"] = "1"
+os.environ.setdefault("HF_DATASETS_CACHE", os.path.join(tempfile.gettempdir(), "agentenv-verl-bench-datasets"))
+
+from agentenv_server import ServerThread, build_app  # noqa: E402
+from agentenv_verl import write  # noqa: E402
+from agentenv_verl._schemas import parse_tools, typed_schema  # noqa: E402
+from verl.experimental.agent_loop.agent_loop import DictConfigWrap, ToolListWrap  # noqa: E402
+from verl.experimental.agent_loop.tool_agent_loop import ToolAgentLoop  # noqa: E402
+from verl.tools.base_tool import BaseTool  # noqa: E402
+from verl.tools.schemas import OpenAIFunctionToolSchema, ToolResponse  # noqa: E402
+from verl.utils.dataset.rl_dataset import RLHFDataset  # noqa: E402
+from verl_support import (  # noqa: E402
+    FAKE,
+    ScriptedServer,
+    build_tokenizer,
+    dataset_rows,
+    make_loop,
+    tool_call,
+    verl_config,
+)
+
+SAMPLING = {"temperature": 1.0}
+
+
+class OkTool(BaseTool):
+    """An in-process verl tool that answers "ok" (the stock loop's side of the comparison)."""
+
+    async def execute(
+        self, instance_id: str, parameters: dict[str, Any], **kwargs: Any
+    ) -> tuple[ToolResponse, float, dict[str, Any]]:
+        return ToolResponse(text="ok"), 0.0, {}
+
+
+def script(calls: int) -> list[str]:
+    return [tool_call("noop")] * calls + ["ping<|im_end|>"]
+
+
+async def stock_rollout(tokenizer: Any, row: dict[str, Any], tools: list[BaseTool], calls: int) -> float:
+    config = verl_config()
+    loop = ToolAgentLoop(
+        trainer_config=DictConfigWrap(config),
+        server_manager=ScriptedServer(tokenizer, script(calls)),
+        tokenizer=tokenizer,
+        processor=None,
+        dataset_cls=RLHFDataset,
+        data_config=DictConfigWrap(config.data),
+        hf_model_type="qwen2",
+        tools=ToolListWrap(tools),
+    )
+    loop.tool_schemas = [t.as_openai() for t in parse_tools(row["extra_info"]["tools"])]  # the same prompt as ours
+    began = time.perf_counter()
+    out = await loop.run(SAMPLING, **row)
+    seconds = time.perf_counter() - began
+    assert out.num_turns == calls * 2 + 2, out.num_turns
+    return seconds
+
+
+async def agentenv_rollout(tokenizer: Any, row: dict[str, Any], url: str, calls: int) -> float:
+    loop = make_loop(tokenizer, ScriptedServer(tokenizer, script(calls)), url)
+    began = time.perf_counter()
+    out = await loop.run(SAMPLING, **row)
+    seconds = time.perf_counter() - began
+    assert out.num_turns == calls * 2 + 2 and out.reward_score is not None, out.num_turns
+    return seconds
+
+
+async def measure(tokenizer: Any, row: dict[str, Any], url: str, calls: int, rollouts: int) -> tuple[float, float]:
+    with contextlib.redirect_stdout(io.StringIO()):  # BaseTool prints its schema when built
+        tools = [
+            OkTool(config={}, tool_schema=OpenAIFunctionToolSchema.model_validate(typed_schema(t)))
+            for t in parse_tools(row["extra_info"]["tools"])
+        ]
+    await stock_rollout(tokenizer, row, tools, calls)  # warm both up
+    await agentenv_rollout(tokenizer, row, url, calls)
+    stock, ours = [], []
+    for _ in range(rollouts):  # interleaved, so both see the same machine load
+        stock.append(await stock_rollout(tokenizer, row, tools, calls))
+        ours.append(await agentenv_rollout(tokenizer, row, url, calls))
+    return statistics.median(stock), statistics.median(ours)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--calls", type=int, default=8, help="tool calls per rollout (default: 8)")
+    parser.add_argument("--rollouts", type=int, default=10, help="rollouts per loop (default: 10)")
+    args = parser.parse_args()
+    tokenizer = build_tokenizer()
+    server = ServerThread(build_app(FAKE)).start()
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            written = write(server.url, Path(tmp) / "out", splits=["train"])
+            row = dataset_rows(written.files["train"], tokenizer, Path(tmp) / "cache")["echo"]
+        stock, ours = asyncio.run(measure(tokenizer, row, server.url, args.calls, args.rollouts))
+    finally:
+        server.stop()
+    print(f"rollout of {args.calls} tool calls and a reply, median of {args.rollouts}:")
+    print(f"  verl ToolAgentLoop, in-process no-op tool:   {stock * 1000:8.1f} ms")
+    print(f"  AgentEnvAgentLoop, agentenv server (loopback): {ours * 1000:8.1f} ms")
+    print(f"  ratio: {ours / stock:.2f}x  ({(ours - stock) / (args.calls + 1) * 1000:.1f} ms more per env step)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
