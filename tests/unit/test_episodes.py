@@ -19,10 +19,20 @@ import threading
 from agentenv import Env, Tool, tool
 
 NONE = {"type": "object", "properties": {}, "additionalProperties": False}
+SIGNAL = threading.Event()
 
 
 class Where(Env):
-    """Tools that say which thread they ran on."""
+    """Tools that say which thread they ran on, and a pair that needs the loop free while one blocks."""
+
+    @tool(NONE)
+    def wait_for_signal(self) -> str:
+        return "signalled" if SIGNAL.wait(10) else "no signal within 10 s"
+
+    @tool(NONE)
+    async def send_signal(self) -> str:
+        SIGNAL.set()
+        return "sent"
 
     @tool(NONE)
     async def on_loop(self) -> int:
@@ -368,16 +378,14 @@ async def test_an_envs_own_async_call_runs_on_the_event_loop(where):
     assert steps[0].text == str(threading.get_ident())
 
 
-async def test_a_blocking_tool_does_not_block_other_episodes(fake):
-    first = Episode(fake, fake.task("echo"))
-    second = Episode(fake, fake.task("echo"))
+async def test_a_blocking_tool_leaves_the_loop_free_for_other_episodes(where):
+    first = Episode(where, where.task("where"))
+    second = Episode(where, where.task("where"))
     await first.start()
     await second.start()
-    blocked = asyncio.create_task(first.call("sleep_sync", {"seconds": 1.0}))
-    answered = await second.call("echo", {"text": "meanwhile"})
-    assert answered.text == "meanwhile"
-    assert not blocked.done()  # the sleeping thread did not hold the loop
-    assert (await blocked).text == "slept"
+    blocked = asyncio.create_task(first.call("wait_for_signal", {}))
+    assert (await second.call("send_signal", {})).text == "sent"  # runs while the first call blocks its thread
+    assert (await blocked).text == "signalled"
     await first.close()
     await second.close()
 
