@@ -332,6 +332,7 @@ class AgentEnv:
         self._classes: dict[str, _EnvironmentType] | None = None
         self._dataset: Dataset | None = None
         self._server: Any = None
+        self._app: Any = None
         self._closed = False
         _track(self)
 
@@ -377,7 +378,7 @@ class AgentEnv:
         except BaseException:
             server.stop()
             raise
-        env._server = server
+        env._server, env._app = server, app
         _stop_on_sigterm()
         return env
 

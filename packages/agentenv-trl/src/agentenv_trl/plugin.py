@@ -1,1 +1,35 @@
-"""agentenv plugin of agentenv-trl."""
+"""agentenv-trl's plugin: the TRL integration record and ``agentenv demo``.
+
+Importing it imports neither TRL nor torch (``agentenv`` loads every plugin at start).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Final
+
+from agentenv.plugins import CliCommand, Integration, hookimpl
+
+from ._version import DISTRIBUTION, supported_range
+
+__all__ = ["INTEGRATION", "agentenv_cli_commands", "agentenv_integrations"]
+
+INTEGRATION: Final[Integration] = Integration(
+    name="trl",
+    distribution=DISTRIBUTION,
+    supported=supported_range(),
+    offers={"environment": "agentenv_trl:AgentEnv", "demo": "agentenv_trl.demo:run_demo"},
+)
+
+
+@hookimpl
+def agentenv_integrations() -> Iterator[Integration]:
+    yield INTEGRATION
+
+
+@hookimpl
+def agentenv_cli_commands() -> Iterator[CliCommand]:
+    from . import cli
+
+    yield CliCommand("demo", "train a tiny model on an example bundle with TRL's GRPOTrainer on the CPU (the quickstart)",
+                     cli.configure_demo, cli.run_demo)  # fmt: skip

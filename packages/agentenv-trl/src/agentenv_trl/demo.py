@@ -1,0 +1,366 @@
+"""The quickstart: train a model on an example bundle with TRL's GRPOTrainer on the CPU, end to end.
+
+``run_demo`` serves the bundle in process (``AgentEnv.local``), builds the dataset and the factory,
+warm-starts a tiny model on the bundle's reference solutions (played through the environment, so the
+tool answers are the real ones) so that it emits tool calls at all, measures the eval split's reward,
+runs GRPO steps, and measures it again. Every reward it reports is an episode the server played.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import inspect
+import io
+import math
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from agentenv.bundle import Bundle, load_bundle
+from agentenv.episode import EpisodeResult
+from agentenv.errors import AgentEnvError
+
+from .env import AgentEnv, TaskEnvironment
+from .tiny import Conversation
+
+__all__ = ["DemoConfig", "DemoReport", "EvalRow", "StepRow", "reference_conversations", "run_demo", "tool_methods"]
+
+EXAMPLE = "arith"
+
+
+@dataclass(frozen=True)
+class DemoConfig:
+    """What ``agentenv demo`` trains, and how long (``quick()`` is the CI configuration)."""
+
+    bundle: Path | None = None
+    model: str | None = None
+    steps: int = 12
+    warm_start_steps: int | None = None
+    prompts_per_step: int = 2
+    num_generations: int = 4
+    eval_generations: int = 2
+    max_completion_length: int = 256
+    max_tool_calling_iterations: int = 10
+    learning_rate: float = 1e-4
+    temperature: float = 1.0
+    seed: int = 0
+    output_dir: Path | None = None
+
+    @classmethod
+    def quick(cls, **changes: Any) -> DemoConfig:
+        """A short run for CI: two GRPO steps after a brief warm start."""
+        return cls(**{"steps": 2, "warm_start_steps": 120, **changes})
+
+    def warm_steps(self) -> int:
+        """Warm-start steps: 300 for the tiny model, none for a real one unless asked."""
+        if self.warm_start_steps is not None:
+            return self.warm_start_steps
+        return 0 if self.model else 300
+
+
+@dataclass(frozen=True)
+class StepRow:
+    """One GRPO step: the episodes the server played for it and the reward TRL logged."""
+
+    step: int
+    episodes: int
+    scored: int
+    failed: int
+    env_reward: float | None
+    trl_reward: float | None
+    tool_calls: float | None
+
+
+@dataclass(frozen=True)
+class EvalRow:
+    """The eval split's reward, measured over the episodes of one ``trainer.evaluate()``."""
+
+    when: str
+    episodes: int
+    scored: int
+    failed: int
+    env_reward: float | None
+    trl_reward: float | None
+
+
+@dataclass
+class DemoReport:
+    """What the demo measured: per-step rewards, the eval reward before and after, and where time went."""
+
+    bundle: str
+    model: str
+    warm_start_steps: int
+    warm_start_loss: float | None
+    steps: list[StepRow] = field(default_factory=list)
+    evals: list[EvalRow] = field(default_factory=list)
+    episodes_on_server: int = 0
+    seconds: dict[str, float] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict."""
+        return dataclasses.asdict(self)
+
+    def table(self) -> str:
+        """The reward table the demo prints."""
+        from agentenv.cli import table
+
+        rows = [(s.step, s.episodes, s.scored, s.failed, _fmt(s.env_reward), _fmt(s.trl_reward), _fmt(s.tool_calls))
+                for s in self.steps]  # fmt: skip
+        out = table(rows, ("step", "episodes", "scored", "failed", "reward", "TRL reward", "tool calls"))
+        evals = [(e.when, e.episodes, e.scored, e.failed, _fmt(e.env_reward), _fmt(e.trl_reward)) for e in self.evals]
+        out += "\n\n" + table(evals, ("eval split", "episodes", "scored", "failed", "reward", "TRL reward"))
+        return out
+
+
+def _fmt(value: float | None) -> str:
+    return "-" if value is None or math.isnan(value) else f"{value:.3f}"
+
+
+# ---------------------------------------------------------------------------------------------
+# Reference conversations: the bundle's solutions, played through the environment classes
+# ---------------------------------------------------------------------------------------------
+
+
+def tool_methods(instance: TaskEnvironment) -> list[Callable[..., Any]]:
+    """The instance's tools in the order TRL lists them (so a prompt renders as TRL renders it)."""
+    return [
+        getattr(instance, name)
+        for name, _ in inspect.getmembers(type(instance), predicate=inspect.isfunction)
+        if name not in ("reset", "get_reward") and not name.startswith("_")
+    ]
+
+
+def reference_conversations(env: AgentEnv, bundle: Bundle, split: str = "train") -> list[Conversation]:
+    """Each task's reference solution as the conversation TRL would record, played on ``env``'s server.
+
+    Tool answers and later prompts are the server's own; a solution that does not score 1.0 is left out.
+    """
+    classes = env.environments
+    rows = {row["task_id"]: row for row in env.dataset_for(split)}
+    out: list[Conversation] = []
+    instances: dict[str, TaskEnvironment] = {}
+    for task in bundle.split(split):
+        if task.solution is None or task.id not in rows:
+            continue
+        row = rows[task.id]
+        name = row.get("environment") or next(iter(classes))
+        instance = instances.setdefault(name, classes[name]())
+        instance.reset(**row)
+        messages: list[dict[str, Any]] = [dict(m) for m in row["prompt"]]
+        for turn in task.solution:
+            for call in turn.calls:
+                answer = getattr(instance, call.tool)(**call.args)
+                messages += _exchange(call.tool, dict(call.args), answer)
+            answer = instance.end_turn(reply=turn.reply)
+            messages += _exchange("end_turn", {"reply": turn.reply}, answer)
+        messages.append({"role": "assistant", "content": ""})  # the model's last word after the episode is over
+        if instance.get_reward() == 1.0:
+            out.append((messages, tool_methods(instance)))
+    return out
+
+
+def _exchange(tool: str, args: dict[str, Any], answer: str) -> list[dict[str, Any]]:
+    call = {"type": "function", "function": {"name": tool, "arguments": args}}
+    return [{"role": "assistant", "content": "", "tool_calls": [call]}, {"role": "tool", "name": tool,
+                                                                          "content": answer}]  # fmt: skip
+
+
+# ---------------------------------------------------------------------------------------------
+# The run
+# ---------------------------------------------------------------------------------------------
+
+
+def default_bundle() -> Path:
+    """The example bundle: packaged with the wheel, or the repository's ``examples/bundles/arith``."""
+    here = Path(__file__).resolve().parent
+    for candidate in (here / "_bundles" / EXAMPLE, *(p / "examples" / "bundles" / EXAMPLE for p in here.parents),
+                      Path.cwd() / "examples" / "bundles" / EXAMPLE):  # fmt: skip
+        if (candidate / "bundle.yaml").is_file():
+            return candidate
+    raise AgentEnvError(f"the example bundle {EXAMPLE!r} was not found; pass one: agentenv demo --bundle PATH")
+
+
+def run_demo(config: DemoConfig, out: TextIO | None = None) -> DemoReport:
+    """Train as ``config`` says, printing progress and the reward table to ``out``; returns what was measured."""
+    out = out or sys.stdout
+    began = time.monotonic()
+    seconds: dict[str, float] = {}
+    bundle_path = config.bundle or default_bundle()
+    bundle = load_bundle(bundle_path)
+    if "train" not in bundle.splits:
+        raise AgentEnvError(f"bundle {bundle.name!r} has no train split; pass another: agentenv demo --bundle PATH")
+    eval_split = next((s for s in ("eval", "validation", "test") if s in bundle.splits and bundle.split(s)), None)
+    print(f"serving {bundle.name} ({bundle_path}) on loopback ...", file=out, flush=True)
+    env = AgentEnv.local(bundle_path)
+    try:
+        report = _train(config, env, bundle, eval_split, out, seconds)
+    finally:
+        env.close()
+    seconds["total"] = time.monotonic() - began
+    report.seconds = {k: round(v, 1) for k, v in seconds.items()}
+    print("\n" + report.table(), file=out)
+    print(f"\n{report.episodes_on_server} episodes played on the server; {seconds['total']:.0f} s in all "
+          f"(warm start {seconds.get('warm start', 0):.0f} s, GRPO {seconds.get('grpo', 0):.0f} s, "
+          f"eval {seconds.get('eval', 0):.0f} s)", file=out)  # fmt: skip
+    return report
+
+
+def _train(config: DemoConfig, env: AgentEnv, bundle: Bundle, eval_split: str | None, out: TextIO,
+           seconds: dict[str, float]) -> DemoReport:  # fmt: skip
+    import torch
+    from transformers.trainer_callback import ProgressCallback
+    from trl import GRPOConfig, GRPOTrainer
+
+    from . import tiny
+
+    torch.manual_seed(config.seed)
+    started = time.monotonic()
+    train = env.dataset
+    factory = env.factory
+    conversations = reference_conversations(env, bundle, "train")
+    env.results.clear()  # the reference plays are not part of training
+    print(f"{len(train)} train tasks, {len(conversations)} reference solutions, eval split: {eval_split or 'none'}",
+          file=out, flush=True)  # fmt: skip
+    if config.model:
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(config.model)
+        model = AutoModelForCausalLM.from_pretrained(config.model, dtype=torch.float32)
+        model_name = config.model
+    else:
+        prompts = [m["content"] for row in env.dataset_for(eval_split) for m in row["prompt"]] if eval_split else []
+        tokenizer = tiny.tiny_tokenizer(conversations, prompts)
+        model = tiny.tiny_model(tokenizer, seed=config.seed)
+        model_name = f"tiny Qwen3 ({sum(p.numel() for p in model.parameters()) / 1e6:.1f}M parameters, built here)"
+    seconds["setup"] = time.monotonic() - started
+    print(f"model: {model_name}", file=out, flush=True)
+
+    steps = config.warm_steps()
+    losses: list[float] = []
+    if steps:
+        started = time.monotonic()
+        with _bar(steps, "warm start", out) as bar:
+            losses = tiny.warm_start(model, tokenizer, conversations, steps=steps, seed=config.seed,
+                                     progress=lambda i, loss: (bar.update(1), bar.set_postfix(loss=f"{loss:.3f}")))  # fmt: skip
+        seconds["warm start"] = time.monotonic() - started
+
+    output_dir = config.output_dir or Path(tempfile.mkdtemp(prefix="agentenv-demo-"))
+    eval_rows = len(env.dataset_for(eval_split)) if eval_split else 0
+    args = GRPOConfig(
+        output_dir=str(output_dir),
+        use_cpu=True,
+        bf16=False,
+        gradient_checkpointing=False,
+        per_device_train_batch_size=config.prompts_per_step * config.num_generations,
+        num_generations=config.num_generations,
+        num_generations_eval=config.eval_generations,
+        per_device_eval_batch_size=max(config.eval_generations, eval_rows * config.eval_generations),
+        max_completion_length=config.max_completion_length,
+        max_tool_calling_iterations=config.max_tool_calling_iterations,
+        learning_rate=config.learning_rate,
+        temperature=config.temperature,
+        max_steps=config.steps,
+        logging_steps=1,
+        report_to="none",
+        save_strategy="no",
+        seed=config.seed,
+        disable_tqdm=True,
+    )
+    trainer = GRPOTrainer(
+        model=model,
+        processing_class=tokenizer,
+        args=args,
+        train_dataset=train,
+        eval_dataset=env.dataset_for(eval_split) if eval_split else None,
+        environment_factory=factory,
+    )
+    trainer.remove_callback(ProgressCallback)
+    report = DemoReport(bundle=bundle.name, model=model_name, warm_start_steps=steps,
+                        warm_start_loss=losses[-1] if losses else None)  # fmt: skip
+    class_name = next(iter(env.environments.values())).__name__ if len(env.environments) == 1 else None
+
+    def evaluate(when: str) -> None:
+        if eval_split is None:
+            return
+        begin = time.monotonic()
+        env.results.clear()
+        print(f"evaluating on {eval_split} ({when}) ...", file=out, flush=True)
+        with contextlib.redirect_stdout(io.StringIO()):
+            metrics = trainer.evaluate()
+        results = list(env.results)
+        report.evals.append(EvalRow(when=when, episodes=len(results), scored=_count(results, "scored"),
+                                    failed=_count(results, "failed"), env_reward=_mean_reward(results),
+                                    trl_reward=metrics.get("eval_reward")))  # fmt: skip
+        seconds["eval"] = seconds.get("eval", 0.0) + time.monotonic() - begin
+
+    evaluate("before GRPO")
+    callback = _step_table(env, config.steps, out)
+    trainer.add_callback(callback)
+    begin = time.monotonic()
+    env.results.clear()
+    trainer.train()
+    seconds["grpo"] = time.monotonic() - begin
+    logged = {h["step"]: h for h in trainer.state.log_history if "reward" in h and "step" in h}
+    for step, results in callback.per_step:
+        entry = logged.get(step, {})
+        trl = entry.get(f"rewards/{class_name}/mean") if class_name else entry.get("reward")
+        report.steps.append(StepRow(step=step, episodes=len(results), scored=_count(results, "scored"),
+                                    failed=_count(results, "failed"), env_reward=_mean_reward(results),
+                                    trl_reward=trl, tool_calls=entry.get("tools/call_frequency")))  # fmt: skip
+    evaluate("after GRPO")
+    report.episodes_on_server = env._app.state.agentenv.episodes_started
+    return report
+
+
+def _count(results: Sequence[EpisodeResult], outcome: str) -> int:
+    return sum(1 for r in results if r.outcome == outcome)
+
+
+def _mean_reward(results: Sequence[EpisodeResult]) -> float | None:
+    rewards = [r.reward for r in results if r.outcome == "scored" and r.reward is not None]
+    return statistics.fmean(rewards) if rewards else None
+
+
+@contextlib.contextmanager
+def _bar(total: int, desc: str, out: TextIO) -> Any:
+    from tqdm.auto import tqdm
+
+    bar = tqdm(total=total, desc=desc, file=out, leave=True, dynamic_ncols=True)
+    try:
+        yield bar
+    finally:
+        bar.close()
+
+
+def _step_table(env: AgentEnv, total: int, out: TextIO) -> Any:
+    """A TrainerCallback that collects the episodes of each GRPO step and shows a progress bar."""
+    from tqdm.auto import tqdm
+    from transformers import TrainerCallback
+
+    class StepTable(TrainerCallback):
+        def __init__(self) -> None:
+            self.per_step: list[tuple[int, list[EpisodeResult]]] = []
+            self.bar: Any = None
+
+        def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            self.bar = tqdm(total=total, desc="GRPO", file=out, dynamic_ncols=True)
+
+        def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            results = list(env.results)
+            env.results.clear()
+            self.per_step.append((state.global_step, results))
+            reward = _mean_reward(results)
+            self.bar.update(1)
+            self.bar.set_postfix(reward="-" if reward is None else f"{reward:.2f}", episodes=len(results))
+
+        def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            if self.bar is not None:
+                self.bar.close()
+
+    return StepTable()
