@@ -1,20 +1,23 @@
 """agentenv-verl: train on agentenv bundles with verl.
 
 ``python -m agentenv_verl URL OUT`` writes a served bundle's tasks as verl datasets and the loop
-config; ``agentenv_verl.loop.AgentEnvAgentLoop`` plays each row as an episode inside verl. Importing
-this package does not import verl; ``AgentEnvAgentLoop`` is imported (and verl checked) on first use.
+config; ``agentenv_verl.loop.AgentEnvAgentLoop`` plays each row as an episode inside verl.
+
+Importing this package is light (the plugin loads on every ``agentenv`` command): the writer is
+imported on first use, and ``AgentEnvAgentLoop`` (which checks and imports verl) too.
 """
 
 from __future__ import annotations
 
+import importlib
 from typing import TYPE_CHECKING, Any
 
 from ._version import SUPPORTED
 from .errors import AttemptFailure, LoopConfigError, RolloutFailed
-from .writer import PromptsTooLong, Written, write
 
 if TYPE_CHECKING:
     from .loop import AgentEnvAgentLoop
+    from .writer import PromptsTooLong, Written, write
 
 __all__ = [
     "SUPPORTED",
@@ -27,10 +30,10 @@ __all__ = [
     "write",
 ]
 
+_LAZY = {"AgentEnvAgentLoop": ".loop", "PromptsTooLong": ".writer", "Written": ".writer", "write": ".writer"}
+
 
 def __getattr__(name: str) -> Any:
-    if name == "AgentEnvAgentLoop":
-        from .loop import AgentEnvAgentLoop
-
-        return AgentEnvAgentLoop
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name], __name__), name)
     raise AttributeError(f"module 'agentenv_verl' has no attribute {name!r}")

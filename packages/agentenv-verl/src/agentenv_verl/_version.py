@@ -5,8 +5,6 @@ from __future__ import annotations
 import importlib.metadata as md
 from typing import Final
 
-from packaging.requirements import Requirement
-
 __all__ = ["DISTRIBUTION", "INSTALL", "SUPPORTED", "check_verl", "supported_range"]
 
 SUPPORTED: Final[str] = "verl>=0.9.1,<0.10"
@@ -16,11 +14,13 @@ INSTALL: Final[str] = "pip install 'agentenv-verl[verl]'"
 
 def supported_range() -> str:
     """The supported range as a PEP 440 specifier set (``">=0.9.1,<0.10"``)."""
-    return SUPPORTED[len(Requirement(SUPPORTED).name) :].strip()
+    return SUPPORTED.removeprefix(DISTRIBUTION)
 
 
 def check_verl(version: str | None = None) -> str:
     """Return the installed verl version (or ``version``); raise ``ImportError`` naming the fix when it does not fit."""
+    from packaging.requirements import Requirement  # here: the plugin imports this module on every CLI run
+
     if version is None:
         try:
             version = md.version(DISTRIBUTION)
