@@ -48,3 +48,10 @@ def test_the_core_api_loads_no_heavy_module(bench, statement):
 
 def test_the_bench_reports_a_heavy_module_it_finds(bench):
     assert bench.modules_loaded("import json as torch; import sys; sys.modules['torch'] = torch")["heavy"] == ["torch"]
+
+
+def test_loading_every_plugin_imports_no_server_stack_and_no_trainer(bench):
+    # every `agentenv` command and every load_bundle() loads the plugins: integrations must stay light
+    statement = "from agentenv.plugins import plugins; p = plugins(); p.cli_commands(); p.integrations()"
+    loaded = bench.modules_loaded(statement)
+    assert loaded["heavy"] == []

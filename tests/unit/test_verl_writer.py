@@ -16,7 +16,7 @@ from agentenv.errors import Unauthorized
 from agentenv.plugins import plugins
 from agentenv.session import Shared, read_tasks
 from agentenv_verl import SUPPORTED
-from agentenv_verl.writer import SCHEMA, main, write
+from agentenv_verl.writer import arrow_schema, main, write
 
 ROOT = Path(__file__).resolve().parents[2]
 DEAD_URL = "http://127.0.0.1:9"  # nothing listens on the discard port: reading it would fail differently
@@ -80,8 +80,8 @@ def test_an_empty_split_keeps_every_column(serve, tmp_path):
 
     table = pq.read_table(tmp_path / "out" / "test.parquet")
     assert table.num_rows == 0
-    assert table.schema.equals(SCHEMA)
-    assert pq.read_table(tmp_path / "out" / "train.parquet").schema.equals(SCHEMA)
+    assert table.schema.equals(arrow_schema())
+    assert pq.read_table(tmp_path / "out" / "train.parquet").schema.equals(arrow_schema())
 
 
 def test_the_loop_config_names_the_loop_the_plugin_registers(serve, tmp_path):

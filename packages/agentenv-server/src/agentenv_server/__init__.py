@@ -5,14 +5,36 @@
     # uvicorn.run(app, host="0.0.0.0", port=8000)   or: agentenv serve examples/bundles/inbox
 
 The app is OpenEnv 0.10's own server: an episode is an OpenEnv session on ``/ws``, and the tasks
-are served through OpenEnv's Task API.
+are served through OpenEnv's Task API. The names below load on first use, so that loading the
+plugin (every ``agentenv`` command does) does not import the server stack.
 """
 
 from __future__ import annotations
 
-from .app import DEFAULT_MAX_CONCURRENT_ENVS, EpisodeAction, EpisodeObservation, build_app
-from .runner import ServerThread
+import importlib
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
+_EXPORTS = {
+    "DEFAULT_MAX_CONCURRENT_ENVS": "app",
+    "EpisodeAction": "app",
+    "EpisodeObservation": "app",
+    "build_app": "app",
+    "ServerThread": "runner",
+}
+
 __all__ = ["DEFAULT_MAX_CONCURRENT_ENVS", "EpisodeAction", "EpisodeObservation", "ServerThread", "build_app"]
+
+if TYPE_CHECKING:
+    from .app import DEFAULT_MAX_CONCURRENT_ENVS, EpisodeAction, EpisodeObservation, build_app
+    from .runner import ServerThread
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'agentenv_server' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value

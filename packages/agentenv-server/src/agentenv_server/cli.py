@@ -9,8 +9,6 @@ import sys
 
 from agentenv.errors import AgentEnvError
 
-from .app import MAX_CONCURRENT_ENVS_VAR
-
 __all__ = ["configure", "run"]
 
 
@@ -30,7 +28,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--max-concurrent-envs",
         type=int,
         metavar="N",
-        help=f"sessions at once (default: ${MAX_CONCURRENT_ENVS_VAR}, else 64)",
+        help="sessions at once (default: $MAX_CONCURRENT_ENVS, else 64)",
     )
     parser.add_argument("--tool-timeout", type=float, default=60.0, help="seconds a tool call may take")
     parser.add_argument("--reset-timeout", type=float, default=300.0, help="seconds a deploy may take")

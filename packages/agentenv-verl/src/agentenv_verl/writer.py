@@ -8,6 +8,7 @@ import verl (nor transformers, which ``--tokenizer`` loads).
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import os
@@ -17,21 +18,21 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final, TextIO
+from typing import TYPE_CHECKING, Any, Final, TextIO
 
-import pyarrow as pa
-import pyarrow.parquet as pq
 import yaml
 from agentenv.errors import AgentEnvError
 from agentenv.plugins import plugins
-from agentenv.session import Shared, TaskRow, probe, read_tasks, tasks_and_tools
+
+if TYPE_CHECKING:
+    from agentenv.session import Shared, TaskRow
 
 __all__ = [
     "AGENT_LOOP_FILE",
-    "SCHEMA",
     "PromptLength",
     "PromptsTooLong",
     "Written",
+    "arrow_schema",
     "configure_cli",
     "configure_write",
     "main",
@@ -42,30 +43,43 @@ __all__ = [
 
 AGENT_LOOP_FILE: Final[str] = "agent_loop.yaml"
 
+
 #: The columns of every written split. Explicit, so an empty split still has every column, and flat
 #: in ``extra_info``: a row's tools are a JSON string, never nested dicts (Arrow would merge dict keys
 #: across rows and fill the missing ones with nulls).
-SCHEMA: Final[pa.Schema] = pa.schema(
-    [
-        pa.field("prompt", pa.list_(pa.struct([pa.field("role", pa.string()), pa.field("content", pa.string())]))),
-        pa.field("agent_name", pa.string()),
-        pa.field("data_source", pa.string()),
-        pa.field("reward_model", pa.struct([pa.field("style", pa.string()), pa.field("ground_truth", pa.string())])),
-        pa.field(
-            "extra_info",
-            pa.struct(
-                [
-                    pa.field("split", pa.string()),
-                    pa.field("index", pa.int64()),
-                    pa.field("task_id", pa.string()),
-                    pa.field("toolset_key", pa.string()),
-                    pa.field("tools", pa.string()),
-                    pa.field("steps", pa.list_(pa.string())),
-                ]
+@functools.cache
+def arrow_schema() -> Any:
+    """The explicit Arrow schema of every split's parquet file (an empty split keeps every column).
+
+    pyarrow is imported here, not with the module: the plugin loads this module for every
+    ``agentenv`` command.
+    """
+    import pyarrow as pa
+
+    return pa.schema(
+        [
+            pa.field("prompt", pa.list_(pa.struct([pa.field("role", pa.string()), pa.field("content", pa.string())]))),
+            pa.field("agent_name", pa.string()),
+            pa.field("data_source", pa.string()),
+            pa.field(
+                "reward_model", pa.struct([pa.field("style", pa.string()), pa.field("ground_truth", pa.string())])
             ),
-        ),
-    ]
-)
+            pa.field(
+                "extra_info",
+                pa.struct(
+                    [
+                        pa.field("split", pa.string()),
+                        pa.field("index", pa.int64()),
+                        pa.field("task_id", pa.string()),
+                        pa.field("toolset_key", pa.string()),
+                        pa.field("tools", pa.string()),
+                        pa.field("steps", pa.list_(pa.string())),
+                    ]
+                ),
+            ),
+        ]
+    )
+
 
 _SHOWN = 5  # how many of the longest prompts a refusal lists
 
@@ -138,6 +152,8 @@ def write(
     out = Path(out)
     kwargs = dict(chat_template_kwargs or {})
     _check_options(out, attempts, tool_timeout, reset_timeout, tokenizer, max_prompt_length)
+    from agentenv.session import Shared, probe, tasks_and_tools  # the session layer loads pydantic: not at import
+
     shared = Shared(url, token_var=token_var, tool_timeout=tool_timeout, reset_timeout=reset_timeout)
     shared.token()  # an unset variable is refused now, naming it
     agent_name, target = _loop_registration()
@@ -195,7 +211,10 @@ def write(
     try:
         for name, split_rows in by_split.items():
             records = [_record(row, agent_name, data_source, tools_json[row.toolset_key], steps) for row in split_rows]
-            pq.write_table(pa.Table.from_pylist(records, schema=SCHEMA), staging / f"{name}.parquet")
+            import pyarrow as pa
+            import pyarrow.parquet as pq
+
+            pq.write_table(pa.Table.from_pylist(records, schema=arrow_schema()), staging / f"{name}.parquet")
             writing.step()
         (staging / AGENT_LOOP_FILE).write_text(_loop_yaml(config, out), encoding="utf-8")
         writing.step()
@@ -277,6 +296,8 @@ def _load_tokenizer(tokenizer: Any) -> Any:
 
 def _all_steps(shared: Shared, rows: list[TaskRow], other_splits: list[str]) -> list[str]:
     """Every step id of the bundle, in first-seen order: the score keys every rollout reports."""
+    from agentenv.session import read_tasks
+
     everything = rows + [row for split in other_splits for row in read_tasks(shared, split)]
     return list(dict.fromkeys(step for row in everything for step in row.steps))
 
