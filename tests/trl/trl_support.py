@@ -62,10 +62,13 @@ def trainer_for(
     """TRL's GRPOTrainer on the CPU with small settings (``config`` overrides GRPOConfig's fields)."""
     from trl import GRPOConfig, GRPOTrainer
 
+    from agentenv_trl.demo import no_checkpointing
+
     settings = {
         "output_dir": str(output_dir),
         "use_cpu": True,
         "bf16": False,
+        **no_checkpointing(),
         "per_device_train_batch_size": 4,
         "num_generations": 2,
         "max_completion_length": 96,

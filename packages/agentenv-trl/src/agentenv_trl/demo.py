@@ -29,7 +29,7 @@ from agentenv.errors import AgentEnvError
 from .env import AgentEnv, TaskEnvironment
 from .tiny import Conversation
 
-__all__ = ["DemoConfig", "DemoReport", "EvalRow", "StepRow", "reference_conversations", "run_demo", "tool_methods"]
+__all__ = ["DemoConfig", "DemoReport", "EvalRow", "StepRow", "reference_conversations", "no_checkpointing", "run_demo", "tool_methods"]
 
 EXAMPLE = "arith"
 
@@ -40,28 +40,31 @@ class DemoConfig:
 
     bundle: Path | None = None
     model: str | None = None
-    steps: int = 12
+    steps: int = 10
     warm_start_steps: int | None = None
     prompts_per_step: int = 2
     num_generations: int = 4
     eval_generations: int = 2
     max_completion_length: int = 256
     max_tool_calling_iterations: int = 10
-    learning_rate: float = 1e-4
+    learning_rate: float = 5e-4
     temperature: float = 1.0
+    hidden_size: int = 128
+    layers: int = 4
+    threads: int | None = None
     seed: int = 0
     output_dir: Path | None = None
 
     @classmethod
     def quick(cls, **changes: Any) -> DemoConfig:
-        """A short run for CI: two GRPO steps after a brief warm start."""
-        return cls(**{"steps": 2, "warm_start_steps": 120, **changes})
+        """A short run for CI: a smaller model, a brief warm start, two GRPO steps."""
+        return cls(**{"steps": 2, "warm_start_steps": 60, "hidden_size": 64, "layers": 2, **changes})
 
     def warm_steps(self) -> int:
-        """Warm-start steps: 300 for the tiny model, none for a real one unless asked."""
+        """Warm-start steps: 200 for the tiny model, none for a real one unless asked."""
         if self.warm_start_steps is not None:
             return self.warm_start_steps
-        return 0 if self.model else 300
+        return 0 if self.model else 200
 
 
 @dataclass(frozen=True)
@@ -214,12 +217,16 @@ def run_demo(config: DemoConfig, out: TextIO | None = None) -> DemoReport:
 def _train(config: DemoConfig, env: AgentEnv, bundle: Bundle, eval_split: str | None, out: TextIO,
            seconds: dict[str, float]) -> DemoReport:  # fmt: skip
     import torch
-    from transformers.trainer_callback import ProgressCallback
+    from transformers.trainer_callback import PrinterCallback, ProgressCallback
     from trl import GRPOConfig, GRPOTrainer
 
     from . import tiny
 
     torch.manual_seed(config.seed)
+    if config.threads is not None:
+        torch.set_num_threads(config.threads)
+    elif not config.model:
+        torch.set_num_threads(1)  # the tiny model's matrices are too small to split; a second thread only spins
     started = time.monotonic()
     train = env.dataset
     factory = env.factory
@@ -236,7 +243,7 @@ def _train(config: DemoConfig, env: AgentEnv, bundle: Bundle, eval_split: str | 
     else:
         prompts = [m["content"] for row in env.dataset_for(eval_split) for m in row["prompt"]] if eval_split else []
         tokenizer = tiny.tiny_tokenizer(conversations, prompts)
-        model = tiny.tiny_model(tokenizer, seed=config.seed)
+        model = tiny.tiny_model(tokenizer, hidden_size=config.hidden_size, layers=config.layers, seed=config.seed)
         model_name = f"tiny Qwen3 ({sum(p.numel() for p in model.parameters()) / 1e6:.1f}M parameters, built here)"
     seconds["setup"] = time.monotonic() - started
     print(f"model: {model_name}", file=out, flush=True)
@@ -246,7 +253,7 @@ def _train(config: DemoConfig, env: AgentEnv, bundle: Bundle, eval_split: str | 
     if steps:
         started = time.monotonic()
         with _bar(steps, "warm start", out) as bar:
-            losses = tiny.warm_start(model, tokenizer, conversations, steps=steps, seed=config.seed,
+            losses = tiny.warm_start(model, tokenizer, conversations, steps=steps, seed=config.seed, batch_size=8,
                                      progress=lambda i, loss: (bar.update(1), bar.set_postfix(loss=f"{loss:.3f}")))  # fmt: skip
         seconds["warm start"] = time.monotonic() - started
 
@@ -256,7 +263,7 @@ def _train(config: DemoConfig, env: AgentEnv, bundle: Bundle, eval_split: str | 
         output_dir=str(output_dir),
         use_cpu=True,
         bf16=False,
-        gradient_checkpointing=False,
+        **no_checkpointing(),
         per_device_train_batch_size=config.prompts_per_step * config.num_generations,
         num_generations=config.num_generations,
         num_generations_eval=config.eval_generations,
@@ -281,6 +288,7 @@ def _train(config: DemoConfig, env: AgentEnv, bundle: Bundle, eval_split: str | 
         environment_factory=factory,
     )
     trainer.remove_callback(ProgressCallback)
+    trainer.remove_callback(PrinterCallback)  # the table at the end says it once, in columns
     report = DemoReport(bundle=bundle.name, model=model_name, warm_start_steps=steps,
                         warm_start_loss=losses[-1] if losses else None)  # fmt: skip
     class_name = next(iter(env.environments.values())).__name__ if len(env.environments) == 1 else None
@@ -316,6 +324,15 @@ def _train(config: DemoConfig, env: AgentEnv, bundle: Bundle, eval_split: str | 
     evaluate("after GRPO")
     report.episodes_on_server = env._app.state.agentenv.episodes_started
     return report
+
+
+def no_checkpointing() -> dict[str, bool]:
+    """GRPOConfig arguments that turn activation checkpointing off (TRL's default is on; it only slows a CPU run)."""
+    from trl import GRPOConfig
+
+    fields = {f.name for f in dataclasses.fields(GRPOConfig)}
+    return {"activation_checkpointing": False} if "activation_checkpointing" in fields else {
+        "gradient_checkpointing": False}  # fmt: skip
 
 
 def _count(results: Sequence[EpisodeResult], outcome: str) -> int:

@@ -125,7 +125,7 @@ def warm_start(
 
     if steps <= 0 or not conversations:
         return []
-    rows = []
+    groups: dict[tuple[str, ...], list[tuple[list[int], list[int]]]] = {}
     for conversation in conversations:
         text = render(tokenizer, conversation)
         encoded = tokenizer(text, return_offsets_mapping=True, add_special_tokens=False)
@@ -134,15 +134,18 @@ def warm_start(
         for token, (start, end) in zip(encoded["input_ids"], encoded["offset_mapping"]):
             trained = spans is None or any(s <= start and end <= e for s, e in spans)
             labels.append(token if trained else -100)
-        rows.append((encoded["input_ids"], labels))
-    # Every conversation opens with the same system prompt and tool list, most of each sequence: it is
-    # computed once per step without gradients, and the rest of each conversation attends to it.
-    prefix = _common_prefix([ids for ids, _ in rows])
+        # conversations with the same tools open with the same system prompt and tool list, most of each sequence
+        tools = tuple(getattr(t, "__name__", str(t)) for t in conversation[1])
+        groups.setdefault(tools, []).append((encoded["input_ids"], labels))
+    batches = [(rows, _common_prefix([ids for ids, _ in rows])) for rows in groups.values()]
+    weights = torch.tensor([float(len(rows)) for rows, _ in batches])
+    cache_argument = _cache_argument()
     generator = torch.Generator().manual_seed(seed)
     optimizer = torch.optim.AdamW(model.parameters(), lr=learning_rate)
     model.train()
     losses = []
     for step in range(steps):
+        rows, prefix = batches[int(torch.multinomial(weights, 1, generator=generator))]
         pick = torch.randperm(len(rows), generator=generator)[:batch_size].tolist()
         width = max(len(rows[i][0]) for i in pick) - prefix
         ids = torch.full((len(pick), width), tokenizer.pad_token_id)
@@ -155,11 +158,13 @@ def warm_start(
             mask[row, :n] = 1
         cache = None
         if prefix:
+            # the shared opening is computed once, without gradients; the rest of each conversation attends to it
             with torch.no_grad():
-                cache = model(input_ids=torch.tensor([rows[0][0][:prefix]]), use_cache=True).past_key_values
+                out = model(input_ids=torch.tensor([rows[0][0][:prefix]]), use_cache=True)
+                cache = out[cache_argument] if cache_argument in out else out.past_key_values
             cache.batch_repeat_interleave(len(pick))
             mask = torch.cat([torch.ones((len(pick), prefix), dtype=torch.long), mask], dim=1)
-        loss = model(input_ids=ids, attention_mask=mask, labels=labels, past_key_values=cache).loss
+        loss = model(input_ids=ids, attention_mask=mask, labels=labels, **{cache_argument: cache}).loss
         loss.backward()
         optimizer.step()
         optimizer.zero_grad()
@@ -170,8 +175,19 @@ def warm_start(
     return losses
 
 
+def _cache_argument() -> str:
+    """The name transformers gives the KV-cache argument (``cache`` from 5.x on, ``past_key_values`` before)."""
+    import inspect
+
+    from transformers import Qwen3ForCausalLM
+
+    return "cache" if "cache" in inspect.signature(Qwen3ForCausalLM.forward).parameters else "past_key_values"
+
+
 def _common_prefix(sequences: Sequence[Sequence[int]]) -> int:
-    """Tokens every sequence starts with (at least one token of each is left after them)."""
+    """Tokens every sequence starts with (at least one token of each is left after them; 0 when few)."""
+    if len(sequences) < 2:
+        return 0
     shortest = min(len(s) for s in sequences)
     n = 0
     while n < shortest - 1 and all(s[n] == sequences[0][n] for s in sequences):

@@ -1,0 +1,89 @@
+"""TRL's GRPOTrainer trains on the inbox example through AgentEnv: two steps on the CPU, a tiny model built here."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from pathlib import Path
+from typing import Any
+
+import pytest
+from agentenv import load_bundle
+from agentenv.errors import AtCapacity
+from trl_support import INBOX, Steps, is_nan, logged, script, trainer_for
+
+from agentenv_trl import AgentEnv
+from agentenv_trl.tiny import tiny_model, tiny_tokenizer, warm_start
+
+SECOND_PROMPTS = {
+    t.turns[1].prompt for t in load_bundle(INBOX).tasks if len(t.turns) > 1
+}  # what end_turn must hand over after the first answer
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """Two GRPO steps of 2 prompts x 2 rollouts on the inbox's train split.
+
+    The tiny model is first fitted to answer each turn at once with end_turn and the reference reply (short
+    conversations it learns in seconds, so that its rollouts reach the second turn).
+    """
+    with AgentEnv.local(INBOX) as env:
+        rows = {r["task_id"]: r for r in env.dataset}
+        conversations = [script(env, rows[t.id], [[("end_turn", {"reply": s.reply})] for s in t.solution])
+                         for t in load_bundle(INBOX).split("train")]  # fmt: skip
+        env.results.clear()
+        tokenizer = tiny_tokenizer(conversations)
+        model = tiny_model(tokenizer, hidden_size=64, layers=2)
+        warm_start(model, tokenizer, conversations, steps=150, learning_rate=3e-3, batch_size=6)
+        recorder = Steps(env)
+        trainer = trainer_for(env, model, tokenizer, env.dataset, tmp_path_factory.mktemp("inbox"),
+                              callbacks=[recorder], max_completion_length=160, max_tool_calling_iterations=6)  # fmt: skip
+        recorder.trainer = trainer
+        trainer.train()
+        yield env, trainer, recorder.steps
+
+
+def test_two_training_steps_ran(run: Any) -> None:
+    _, trainer, steps = run
+    assert trainer.state.global_step == 2
+    assert [s["step"] for s in steps] == [1, 2]
+    assert all(len(s["episodes"]) == 4 for s in steps)  # 2 prompts x 2 rollouts, each a real episode
+
+
+def test_rewards_reach_trl_through_get_reward(run: Any) -> None:
+    _, trainer, steps = run
+    for step, logged_mean in zip(steps, logged(trainer, "rewards/inbox/mean")):
+        from_env = [r.reward for r in step["episodes"]]
+        from_trl = step["rewards"]["inbox"]
+        assert sorted(from_trl) == pytest.approx(sorted(from_env))
+        assert logged_mean == pytest.approx(statistics.fmean(from_env))
+
+
+def test_the_second_turns_prompt_is_handed_over(run: Any) -> None:
+    _, _, steps = run
+    handed = [m["content"] for s in steps for c in s["completions"] for m in c
+              if m.get("role") == "tool" and m.get("name") == "end_turn"]  # fmt: skip
+    assert set(handed) & SECOND_PROMPTS
+
+
+def test_environment_instances_are_reused_across_rollouts(run: Any) -> None:
+    env, trainer, _ = run
+    pool = trainer._environment_pool[None]
+    assert len(pool) == 4  # TRL's probe plus three more: one per rollout of a batch
+    assert [i.episodes for i in pool] == [2, 2, 2, 2]  # each played one episode per step, on its one session
+    assert set(pool) <= set(env.instances)
+
+
+def test_a_server_at_its_session_limit_stops_training_naming_both_settings(tmp_path: Path) -> None:
+    with AgentEnv.local(INBOX, max_concurrent_envs=1) as env:
+        tokenizer = tiny_tokenizer(texts=[r["prompt"][-1]["content"] for r in env.dataset])
+        trainer = trainer_for(env, tiny_model(tokenizer, hidden_size=32, layers=1), tokenizer, env.dataset, tmp_path)
+        with pytest.raises(AtCapacity) as error:
+            trainer.train()
+    assert "max_concurrent_envs=" in str(error.value) and "MAX_CONCURRENT_ENVS" in str(error.value)
+    assert trainer.state.global_step == 0
+
+
+def test_logged_rewards_are_numbers(run: Any) -> None:
+    _, trainer, _ = run
+    assert all(v is not None and not is_nan(v) and math.isfinite(v) for v in logged(trainer, "reward"))
