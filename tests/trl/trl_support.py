@@ -134,3 +134,13 @@ def tool_calls(completion: Sequence[dict[str, Any]]) -> list[tuple[str, dict[str
     return [(c["function"]["name"], c["function"].get("arguments") or {})
             for m in completion if m.get("role") == "assistant" for c in m.get("tool_calls") or []]  # fmt: skip
 
+
+
+def play_echo(factory: Any, row: dict[str, Any], results: Any) -> None:
+    """In a spawned process: play the fake ``echo`` task with the unpickled factory; put (class, reward)."""
+    cls = factory[row["environment"]] if isinstance(factory, dict) else factory
+    env = cls()
+    env.reset(**row)
+    env.echo(text="ping")
+    env.end_turn(reply="ping")
+    results.put((cls.__name__, env.get_reward()))

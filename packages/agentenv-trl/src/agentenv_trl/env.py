@@ -593,7 +593,12 @@ def _track(env: AgentEnv) -> None:
         _live.add(env)
         if not _atexit_registered:
             _owner_pid = os.getpid()
-            atexit.register(_close_all)
+            # Before interpreter shutdown refuses new thread-pool work (which a local server's teardowns need):
+            # threading runs these hooks ahead of concurrent.futures' own, and ahead of atexit.
+            register = getattr(threading, "_register_atexit", None)
+            if register is not None:
+                register(_close_all)
+            atexit.register(_close_all)  # where that hook does not exist; closing twice is a no-op
             _atexit_registered = True
 
 
