@@ -82,7 +82,8 @@ def trl(session: nox.Session, trl: str) -> None:
 def verl(session: nox.Session, verl: str) -> None:
     """tests/verl: verl's own ToolAgentLoop with a stand-in rollout server; no Ray, no GPU."""
     _sync(session, "test")
-    _pip(session, f"verl=={verl}", "cachetools", "uvicorn", "fastapi", *_torch_cpu(session))
+    # verl-core's cachetools, uvicorn and fastapi (its agent loop imports them); TransferQueue for its V1 trainer
+    _pip(session, f"verl=={verl}", "cachetools", "uvicorn", "fastapi", "TransferQueue>=0.1.10", *_torch_cpu(session))
     session.run(*PYTEST, "tests/verl", *_xdist(session), *session.posargs)
 
 
