@@ -19,8 +19,12 @@ class AttemptFailure:
 
 
 class RolloutFailed(AgentEnvError):
-    """The env failed a rollout on every attempt. verl's V1 trainer records the rollout's group as
-    failed and leaves it out of the loss and of the group's baseline; it is never trained on as a zero."""
+    """The env failed a rollout on every attempt; it is never trained on as a zero.
+
+    verl's V1 trainer tags the rollout's group as failed and the rollout never reaches a batch. Its
+    siblings: the sync sampler trains those that succeeded as a smaller group (with
+    ``sync_refill_failed_groups`` a fresh prompt replaces a group none of whose rollouts succeeded);
+    the async samplers drop the whole group and fetch a fresh prompt."""
 
     def __init__(self, message: str, *, task_id: str, failures: list[AttemptFailure]) -> None:
         self.task_id = task_id

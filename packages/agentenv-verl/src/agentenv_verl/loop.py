@@ -154,8 +154,8 @@ class AgentEnvAgentLoop(ToolAgentLoop):
         final = failures[-1]
         raise RolloutFailed(
             f"task {task_id!r}: the env failed {len(failures)} attempt(s) of {self.attempts}{why}; last: {final.kind} "
-            f"at {final.stage}: {final.message}. verl's V1 trainer records this rollout's group as failed and leaves "
-            "it out of the loss; see the agentenv server's log",
+            f"at {final.stage}: {final.message}. verl's V1 trainer tags its group failed and keeps this rollout "
+            "out of every batch; see the agentenv server's log for the env's side",
             task_id=task_id,
             failures=failures,
         ) from last
