@@ -17,8 +17,8 @@ INSTALL: Final[str] = "pip install 'agentenv-trl[trl]'"
 
 
 def supported_range() -> str:
-    """The supported range as a PEP 440 specifier set (``">=1.16.0,<1.17"``)."""
-    return str(Requirement(SUPPORTED).specifier)
+    """The supported range as a PEP 440 specifier set, as declared (``">=1.16.0,<1.17"``)."""
+    return SUPPORTED[len(Requirement(SUPPORTED).name) :].strip()
 
 
 def check_trl(version: str | None = None) -> str:
