@@ -74,7 +74,9 @@ def trl(session: nox.Session, trl: str) -> None:
     """tests/trl: TRL's own GRPOTrainer on a tiny local model on the CPU, against the real server."""
     _sync(session, "test")
     _pip(session, f"trl=={trl}", *_torch_cpu(session))
-    session.run(*PYTEST, "tests/trl", *_xdist(session), *session.posargs, env={"TRL_EXPERIMENTAL_SILENCE": "1"})
+    # --dist loadfile: each module's training run (a module-scoped fixture) is built once, on one worker
+    session.run(*PYTEST, "tests/trl", *_xdist(session), "--dist", "loadfile", *session.posargs,
+                env={"TRL_EXPERIMENTAL_SILENCE": "1"})  # fmt: skip
 
 
 @nox.session

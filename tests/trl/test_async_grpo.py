@@ -16,11 +16,10 @@ from collections import defaultdict
 from typing import Any
 
 import pytest
-from datasets import Dataset
-from trl_support import FAKE, play_echo
-
 from agentenv_trl import AgentEnv
 from agentenv_trl.tiny import tiny_tokenizer
+from datasets import Dataset
+from trl_support import FAKE, play_echo
 
 # What the stand-in model says, by task (its first prompt) and by how many tool answers it has seen.
 SCRIPT = {
@@ -99,6 +98,7 @@ def samples() -> Any:
         async def one_pass() -> None:
             stop = asyncio.Event()
             tasks = [asyncio.create_task(loop._generate_loop(stop)), asyncio.create_task(loop._score_loop(stop))]
+
             def complete(group: int) -> bool:  # both generations scored (a conversation may give several rows)
                 return len({id(s.completion) for s in by_group.get(group, [])}) == 2
 

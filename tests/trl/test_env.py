@@ -7,9 +7,8 @@ from typing import Any
 
 import pytest
 from agentenv.errors import ServerUnavailable, UnknownSplit
-from trl_support import FAKE, INBOX
-
 from agentenv_trl import AgentEnv, EpisodeLost
+from trl_support import FAKE, INBOX
 
 
 def row_of(env: AgentEnv, task_id: str, split: str = "train") -> dict[str, Any]:
@@ -35,8 +34,11 @@ def test_dataset_has_a_row_per_task_of_the_split_with_its_prompt_as_chat_message
     first = rows[0]
     assert first["task_id"] == "q-001"
     assert first["prompt"] == [
-        {"role": "system", "content": "You answer questions about the user's inbox. Use the tools to look things up, "
-                                      "then answer briefly."},  # fmt: skip
+        {
+            "role": "system",
+            "content": "You answer questions about the user's inbox. Use the tools to look things up, "
+            "then answer briefly.",
+        },
         {"role": "user", "content": "Who sent the message about the budget?"},
     ]
     assert "environment" not in first  # one toolset: the factory is a class, no routing column
@@ -65,9 +67,8 @@ def test_several_toolsets_give_a_dict_of_classes_and_an_environment_column(fake_
 
 
 def test_an_unknown_split_fails_early_naming_the_splits_and_the_fix() -> None:
-    with AgentEnv.local(INBOX) as env:
-        with pytest.raises(UnknownSplit) as error:
-            AgentEnv(env.url, split="dev")
+    with AgentEnv.local(INBOX) as env, pytest.raises(UnknownSplit) as error:
+        AgentEnv(env.url, split="dev")
     assert "no split 'dev'" in str(error.value) and "train, eval" in str(error.value)
     assert "split=" in str(error.value)
 
@@ -172,7 +173,7 @@ def test_a_row_routed_to_another_toolsets_class_gets_no_reward(fake_env: AgentEn
 
 def test_a_row_without_task_id_is_refused_naming_the_fix(fake_env: AgentEnv) -> None:
     env = fake_env.environments["ok"]()
-    with pytest.raises(Exception, match="train_dataset=env.dataset"):
+    with pytest.raises(Exception, match=r"train_dataset=env\.dataset"):
         env.reset(prompt=[{"role": "user", "content": "hi"}])
 
 

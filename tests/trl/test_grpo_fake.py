@@ -12,11 +12,10 @@ import statistics
 from typing import Any
 
 import pytest
-from datasets import Dataset
-from trl_support import FAKE, Steps, is_nan, logged, script, tool_calls, trainer_for
-
 from agentenv_trl import AgentEnv
 from agentenv_trl.tiny import tiny_model, tiny_tokenizer, warm_start
+from datasets import Dataset
+from trl_support import FAKE, Steps, is_nan, logged, script, tool_calls, trainer_for
 
 SCRIPTS = {
     "echo": [[("echo", {"text": "ping"}), ("end_turn", {"reply": "ping"})]],
@@ -24,8 +23,12 @@ SCRIPTS = {
     "no-add": [[("hang", {})]],
     "deploy-fails": [[("echo", {"text": "x"})]],
 }
-CLASSES = {"echo": "fake:ok", "two-turn": "fake:ok", "no-add": "fake:ok-without-add",
-           "deploy-fails": "fake:deploy_fails"}  # fmt: skip
+CLASSES = {
+    "echo": "fake:ok",
+    "two-turn": "fake:ok",
+    "no-add": "fake:ok-without-add",
+    "deploy-fails": "fake:deploy_fails",
+}
 
 
 @pytest.fixture(scope="module")
@@ -38,8 +41,14 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Any:
         model = tiny_model(tokenizer, hidden_size=64, layers=2)
         warm_start(model, tokenizer, conversations, steps=200, learning_rate=3e-3, batch_size=4)
         recorder = Steps(env)
-        trainer = trainer_for(env, model, tokenizer, Dataset.from_list(list(rows.values())),
-                              tmp_path_factory.mktemp("fake"), callbacks=[recorder])  # fmt: skip
+        trainer = trainer_for(
+            env,
+            model,
+            tokenizer,
+            Dataset.from_list(list(rows.values())),
+            tmp_path_factory.mktemp("fake"),
+            callbacks=[recorder],
+        )
         recorder.trainer = trainer
         trainer.train()
         yield env, trainer, recorder.steps
@@ -52,8 +61,14 @@ def rollouts(steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for step in steps:
         for i, prompt in enumerate(step["prompts"]):
             task = next(t for text, t in prompts.items() if text in prompt[-1]["content"])
-            out.append({"task": task, "completion": step["completions"][i], "advantage": step["advantages"][i],
-                        "rewards": {name: values[i] for name, values in step["rewards"].items()}})  # fmt: skip
+            out.append(
+                {
+                    "task": task,
+                    "completion": step["completions"][i],
+                    "advantage": step["advantages"][i],
+                    "rewards": {name: values[i] for name, values in step["rewards"].items()},
+                }
+            )
     return out
 
 

@@ -10,10 +10,9 @@ from typing import Any
 import pytest
 from agentenv import load_bundle
 from agentenv.errors import AtCapacity
-from trl_support import INBOX, Steps, is_nan, logged, script, trainer_for
-
 from agentenv_trl import AgentEnv
 from agentenv_trl.tiny import tiny_model, tiny_tokenizer, warm_start
+from trl_support import INBOX, Steps, is_nan, logged, script, trainer_for
 
 SECOND_PROMPTS = {
     t.turns[1].prompt for t in load_bundle(INBOX).tasks if len(t.turns) > 1
@@ -29,15 +28,25 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Any:
     """
     with AgentEnv.local(INBOX) as env:
         rows = {r["task_id"]: r for r in env.dataset}
-        conversations = [script(env, rows[t.id], [[("end_turn", {"reply": s.reply})] for s in t.solution])
-                         for t in load_bundle(INBOX).split("train")]  # fmt: skip
+        conversations = [
+            script(env, rows[t.id], [[("end_turn", {"reply": s.reply})] for s in t.solution])
+            for t in load_bundle(INBOX).split("train")
+        ]
         env.results.clear()
         tokenizer = tiny_tokenizer(conversations)
         model = tiny_model(tokenizer, hidden_size=64, layers=2)
         warm_start(model, tokenizer, conversations, steps=150, learning_rate=3e-3, batch_size=6)
         recorder = Steps(env)
-        trainer = trainer_for(env, model, tokenizer, env.dataset, tmp_path_factory.mktemp("inbox"),
-                              callbacks=[recorder], max_completion_length=160, max_tool_calling_iterations=6)  # fmt: skip
+        trainer = trainer_for(
+            env,
+            model,
+            tokenizer,
+            env.dataset,
+            tmp_path_factory.mktemp("inbox"),
+            callbacks=[recorder],
+            max_completion_length=160,
+            max_tool_calling_iterations=6,
+        )
         recorder.trainer = trainer
         trainer.train()
         yield env, trainer, recorder.steps
@@ -61,8 +70,13 @@ def test_rewards_reach_trl_through_get_reward(run: Any) -> None:
 
 def test_the_second_turns_prompt_is_handed_over(run: Any) -> None:
     _, _, steps = run
-    handed = [m["content"] for s in steps for c in s["completions"] for m in c
-              if m.get("role") == "tool" and m.get("name") == "end_turn"]  # fmt: skip
+    handed = [
+        m["content"]
+        for s in steps
+        for c in s["completions"]
+        for m in c
+        if m.get("role") == "tool" and m.get("name") == "end_turn"
+    ]
     assert set(handed) & SECOND_PROMPTS
 
 

@@ -1,4 +1,4 @@
-"""AgentEnv.local(): the episodes a trainer leaves running are torn down at close, at exit, on a crash and on SIGTERM."""
+"""AgentEnv.local(): the episodes a trainer leaves running are torn down at close, exit, crash and SIGTERM."""
 
 from __future__ import annotations
 
@@ -10,11 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from agentenv_trl import AgentEnv
 from trl_support import FAKE
 
-from agentenv_trl import AgentEnv
-
-TRAINER = r'''
+TRAINER = r"""
 import sys, time
 from agentenv_trl import AgentEnv
 
@@ -43,15 +42,20 @@ if sys.argv[2] == "crash":
     raise RuntimeError("the trainer crashed")
 if sys.argv[2] == "wait":
     time.sleep(600)
-'''
+"""
 
 
 def start(mode: str, tmp_path: Path) -> subprocess.Popen[str]:
     script = tmp_path / "trainer.py"
     script.write_text(TRAINER)
     env = {**os.environ, "TRL_EXPERIMENTAL_SILENCE": "1"}
-    return subprocess.Popen([sys.executable, str(script), str(FAKE), mode, str(tmp_path / "out")], env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    return subprocess.Popen(
+        [sys.executable, str(script), str(FAKE), mode, str(tmp_path / "out")],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def wait_for_line(process: subprocess.Popen[str], line: str) -> None:
@@ -86,8 +90,9 @@ def test_close_ends_the_episodes_on_a_remote_server(serve: Any, ledger: Any) -> 
 
 
 @pytest.mark.parametrize(("mode", "returncode"), [("exit", 0), ("crash", 1)])
-def test_the_trainer_exiting_tears_down_the_episodes_it_left(mode: str, returncode: int, tmp_path: Path,
-                                                               ledger: Any) -> None:  # fmt: skip
+def test_the_trainer_exiting_tears_down_the_episodes_it_left(
+    mode: str, returncode: int, tmp_path: Path, ledger: Any
+) -> None:
     process = start(mode, tmp_path)
     wait_for_line(process, "playing")
     _, err = process.communicate(timeout=120)

@@ -9,11 +9,10 @@ from typing import Any
 import pytest
 from agentenv.errors import AgentEnvError
 from agentenv.session import Shared, tasks_and_tools
-from transformers.utils import get_json_schema
-from trl_support import ARITH, FAKE, INBOX
-
 from agentenv_trl import AgentEnv
 from agentenv_trl.demo import tool_methods
+from transformers.utils import get_json_schema
+from trl_support import ARITH, FAKE, INBOX
 
 # The keywords get_json_schema can write; an argument using only these is expressible.
 EXPRESSIBLE = {"type", "enum", "items", "anyOf", "oneOf", "description"}
@@ -115,7 +114,7 @@ def test_end_turn_is_offered_with_every_toolset() -> None:
             assert end_turn["parameters"]["properties"]["reply"]["type"] == "string"
 
 
-ODD_ENV = '''
+ODD_ENV = """
 from agentenv import Env, tool
 
 EMPTY = {"type": "object", "properties": {}}
@@ -141,7 +140,7 @@ class Odd(Env):
     def fine(self):
         "Fine."
         return "ok"
-'''
+"""
 
 
 def test_names_trl_cannot_call_fail_when_the_factory_is_built_naming_each(tmp_path: Path) -> None:
@@ -154,9 +153,8 @@ def test_names_trl_cannot_call_fail_when_the_factory_is_built_naming_each(tmp_pa
     (tmp_path / "tasks" / "t.yaml").write_text(
         "id: t\nsplit: train\nturns:\n- prompt: Hi.\n  verifiers: [{id: a, kind: contains, answer: x}]\n"
     )
-    with AgentEnv.local(tmp_path) as env:
-        with pytest.raises(AgentEnvError) as error:
-            env.factory
+    with AgentEnv.local(tmp_path) as env, pytest.raises(AgentEnvError) as error:
+        _ = env.factory
     message = str(error.value)
     assert "'read-email': not a Python identifier" in message
     assert "argument 'class' of tool 'lookup': a Python keyword" in message

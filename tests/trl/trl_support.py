@@ -15,8 +15,11 @@ ARITH = ROOT / "examples" / "bundles" / "arith"
 
 def say(tool: str, **args: Any) -> dict[str, Any]:
     """An assistant message calling ``tool`` (TRL's form)."""
-    return {"role": "assistant", "content": "", "tool_calls": [{"type": "function",
-            "function": {"name": tool, "arguments": args}}]}  # fmt: skip
+    return {
+        "role": "assistant",
+        "content": "",
+        "tool_calls": [{"type": "function", "function": {"name": tool, "arguments": args}}],
+    }
 
 
 def answer(tool: str, text: str) -> dict[str, Any]:
@@ -60,9 +63,8 @@ def trainer_for(
     **config: Any,
 ) -> Any:
     """TRL's GRPOTrainer on the CPU with small settings (``config`` overrides GRPOConfig's fields)."""
-    from trl import GRPOConfig, GRPOTrainer
-
     from agentenv_trl.demo import no_checkpointing
+    from trl import GRPOConfig, GRPOTrainer
 
     settings = {
         "output_dir": str(output_dir),
@@ -131,9 +133,12 @@ def is_nan(value: Any) -> bool:
 
 def tool_calls(completion: Sequence[dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
     """The ``(name, arguments)`` of every tool call in a logged completion."""
-    return [(c["function"]["name"], c["function"].get("arguments") or {})
-            for m in completion if m.get("role") == "assistant" for c in m.get("tool_calls") or []]  # fmt: skip
-
+    return [
+        (c["function"]["name"], c["function"].get("arguments") or {})
+        for m in completion
+        if m.get("role") == "assistant"
+        for c in m.get("tool_calls") or []
+    ]
 
 
 def play_echo(factory: Any, row: dict[str, Any], results: Any) -> None:

@@ -30,7 +30,9 @@ def check_trl(version: str | None = None) -> str:
         try:
             version = md.version(DISTRIBUTION)
         except md.PackageNotFoundError:
-            raise ImportError(f"agentenv_trl trains with TRL ({SUPPORTED}), which is not installed: {INSTALL}") from None
+            raise ImportError(
+                f"agentenv_trl trains with TRL ({SUPPORTED}), which is not installed: {INSTALL}"
+            ) from None
     if not Requirement(SUPPORTED).specifier.contains(version, prereleases=True):
         raise ImportError(
             f"agentenv-trl {__version__} supports {SUPPORTED}, but trl {version} is installed: "

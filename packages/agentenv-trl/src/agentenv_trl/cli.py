@@ -14,9 +14,14 @@ def configure_demo(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--bundle", type=Path, help="the bundle to train on (default: the arith example)")
     parser.add_argument("--model", help="a local model folder to train instead of the tiny one built here")
     parser.add_argument("--steps", type=int, help="GRPO steps (default: 12; --quick: 2)")
-    parser.add_argument("--warm-start", type=int, dest="warm_start", metavar="STEPS",
-                        help="supervised steps on the reference solutions first (default: 300 for the tiny model, "
-                        "0 with --model; --quick: 120)")  # fmt: skip
+    parser.add_argument(
+        "--warm-start",
+        type=int,
+        dest="warm_start",
+        metavar="STEPS",
+        help="supervised steps on the reference solutions first (default: 300 for the tiny model, "
+        "0 with --model; --quick: 120)",
+    )
     parser.add_argument("--generations", type=int, default=4, help="rollouts per prompt (default: 4)")
     parser.add_argument("--prompts-per-step", type=int, default=2, help="prompts per GRPO step (default: 2)")
     parser.add_argument("--learning-rate", type=float, default=1e-4, help="GRPO learning rate (default: 1e-4)")
@@ -28,8 +33,13 @@ def configure_demo(parser: argparse.ArgumentParser) -> None:
 
 def run_demo(args: argparse.Namespace) -> int:
     """Run the quickstart; 0 when it trained and measured."""
-    from agentenv_trl.demo import DemoConfig
-    from agentenv_trl.demo import run_demo as run
+    from agentenv.errors import AgentEnvError
+
+    try:
+        from agentenv_trl.demo import DemoConfig
+        from agentenv_trl.demo import run_demo as run
+    except ImportError as exc:  # TRL missing or outside the supported range: the message says what to install
+        raise AgentEnvError(str(exc)) from None
 
     options = {
         "bundle": args.bundle,

@@ -17,6 +17,7 @@ import statistics
 import sys
 import tempfile
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,7 +30,16 @@ from agentenv.errors import AgentEnvError
 from .env import AgentEnv, TaskEnvironment
 from .tiny import Conversation
 
-__all__ = ["DemoConfig", "DemoReport", "EvalRow", "StepRow", "reference_conversations", "no_checkpointing", "run_demo", "tool_methods"]
+__all__ = [
+    "DemoConfig",
+    "DemoReport",
+    "EvalRow",
+    "StepRow",
+    "no_checkpointing",
+    "reference_conversations",
+    "run_demo",
+    "tool_methods",
+]
 
 EXAMPLE = "arith"
 
@@ -113,8 +123,10 @@ class DemoReport:
         """The reward table the demo prints."""
         from agentenv.cli import table
 
-        rows = [(s.step, s.episodes, s.scored, s.failed, _fmt(s.env_reward), _fmt(s.trl_reward), _fmt(s.tool_calls))
-                for s in self.steps]  # fmt: skip
+        rows = [
+            (s.step, s.episodes, s.scored, s.failed, _fmt(s.env_reward), _fmt(s.trl_reward), _fmt(s.tool_calls))
+            for s in self.steps
+        ]
         out = table(rows, ("step", "episodes", "scored", "failed", "reward", "TRL reward", "tool calls"))
         evals = [(e.when, e.episodes, e.scored, e.failed, _fmt(e.env_reward), _fmt(e.trl_reward)) for e in self.evals]
         out += "\n\n" + table(evals, ("eval split", "episodes", "scored", "failed", "reward", "TRL reward"))
@@ -170,8 +182,10 @@ def reference_conversations(env: AgentEnv, bundle: Bundle, split: str = "train")
 
 def _exchange(tool: str, args: dict[str, Any], answer: str) -> list[dict[str, Any]]:
     call = {"type": "function", "function": {"name": tool, "arguments": args}}
-    return [{"role": "assistant", "content": "", "tool_calls": [call]}, {"role": "tool", "name": tool,
-                                                                          "content": answer}]  # fmt: skip
+    return [
+        {"role": "assistant", "content": "", "tool_calls": [call]},
+        {"role": "tool", "name": tool, "content": answer},
+    ]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -182,8 +196,11 @@ def _exchange(tool: str, args: dict[str, Any], answer: str) -> list[dict[str, An
 def default_bundle() -> Path:
     """The example bundle: packaged with the wheel, or the repository's ``examples/bundles/arith``."""
     here = Path(__file__).resolve().parent
-    for candidate in (here / "_bundles" / EXAMPLE, *(p / "examples" / "bundles" / EXAMPLE for p in here.parents),
-                      Path.cwd() / "examples" / "bundles" / EXAMPLE):  # fmt: skip
+    for candidate in (
+        here / "_bundles" / EXAMPLE,
+        *(p / "examples" / "bundles" / EXAMPLE for p in here.parents),
+        Path.cwd() / "examples" / "bundles" / EXAMPLE,
+    ):
         if (candidate / "bundle.yaml").is_file():
             return candidate
     raise AgentEnvError(f"the example bundle {EXAMPLE!r} was not found; pass one: agentenv demo --bundle PATH")
@@ -202,20 +219,27 @@ def run_demo(config: DemoConfig, out: TextIO | None = None) -> DemoReport:
     print(f"serving {bundle.name} ({bundle_path}) on loopback ...", file=out, flush=True)
     env = AgentEnv.local(bundle_path)
     try:
-        report = _train(config, env, bundle, eval_split, out, seconds)
+        with warnings.catch_warnings():
+            # TRL 1.16 reads a transformers alias that is deprecated: not the user's to fix, so not theirs to read
+            warnings.filterwarnings("ignore", "`is_gradient_checkpointing` is deprecated", FutureWarning)
+            report = _train(config, env, bundle, eval_split, out, seconds)
     finally:
         env.close()
     seconds["total"] = time.monotonic() - began
     report.seconds = {k: round(v, 1) for k, v in seconds.items()}
     print("\n" + report.table(), file=out)
-    print(f"\n{report.episodes_on_server} episodes played on the server; {seconds['total']:.0f} s in all "
-          f"(warm start {seconds.get('warm start', 0):.0f} s, GRPO {seconds.get('grpo', 0):.0f} s, "
-          f"eval {seconds.get('eval', 0):.0f} s)", file=out)  # fmt: skip
+    print(
+        f"\n{report.episodes_on_server} episodes played on the server; {seconds['total']:.0f} s in all "
+        f"(warm start {seconds.get('warm start', 0):.0f} s, GRPO {seconds.get('grpo', 0):.0f} s, "
+        f"eval {seconds.get('eval', 0):.0f} s)",
+        file=out,
+    )
     return report
 
 
-def _train(config: DemoConfig, env: AgentEnv, bundle: Bundle, eval_split: str | None, out: TextIO,
-           seconds: dict[str, float]) -> DemoReport:  # fmt: skip
+def _train(
+    config: DemoConfig, env: AgentEnv, bundle: Bundle, eval_split: str | None, out: TextIO, seconds: dict[str, float]
+) -> DemoReport:
     import torch
     from transformers.trainer_callback import PrinterCallback, ProgressCallback
     from trl import GRPOConfig, GRPOTrainer
@@ -232,8 +256,11 @@ def _train(config: DemoConfig, env: AgentEnv, bundle: Bundle, eval_split: str | 
     factory = env.factory
     conversations = reference_conversations(env, bundle, "train")
     env.results.clear()  # the reference plays are not part of training
-    print(f"{len(train)} train tasks, {len(conversations)} reference solutions, eval split: {eval_split or 'none'}",
-          file=out, flush=True)  # fmt: skip
+    print(
+        f"{len(train)} train tasks, {len(conversations)} reference solutions, eval split: {eval_split or 'none'}",
+        file=out,
+        flush=True,
+    )
     if config.model:
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -252,9 +279,15 @@ def _train(config: DemoConfig, env: AgentEnv, bundle: Bundle, eval_split: str | 
     losses: list[float] = []
     if steps:
         started = time.monotonic()
-        with _bar(steps, "warm start", out) as bar:
-            losses = tiny.warm_start(model, tokenizer, conversations, steps=steps, seed=config.seed, batch_size=8,
-                                     progress=lambda i, loss: (bar.update(1), bar.set_postfix(loss=f"{loss:.3f}")))  # fmt: skip
+        with _bar(steps, "warm start") as bar:
+
+            def show(step: int, loss: float) -> None:
+                bar.update(1)
+                bar.set_postfix(loss=f"{loss:.3f}")
+
+            losses = tiny.warm_start(
+                model, tokenizer, conversations, steps=steps, seed=config.seed, batch_size=8, progress=show
+            )
         seconds["warm start"] = time.monotonic() - started
 
     output_dir = config.output_dir or Path(tempfile.mkdtemp(prefix="agentenv-demo-"))
@@ -289,8 +322,9 @@ def _train(config: DemoConfig, env: AgentEnv, bundle: Bundle, eval_split: str | 
     )
     trainer.remove_callback(ProgressCallback)
     trainer.remove_callback(PrinterCallback)  # the table at the end says it once, in columns
-    report = DemoReport(bundle=bundle.name, model=model_name, warm_start_steps=steps,
-                        warm_start_loss=losses[-1] if losses else None)  # fmt: skip
+    report = DemoReport(
+        bundle=bundle.name, model=model_name, warm_start_steps=steps, warm_start_loss=losses[-1] if losses else None
+    )
     class_name = next(iter(env.environments.values())).__name__ if len(env.environments) == 1 else None
 
     def evaluate(when: str) -> None:
@@ -302,13 +336,20 @@ def _train(config: DemoConfig, env: AgentEnv, bundle: Bundle, eval_split: str | 
         with contextlib.redirect_stdout(io.StringIO()):
             metrics = trainer.evaluate()
         results = list(env.results)
-        report.evals.append(EvalRow(when=when, episodes=len(results), scored=_count(results, "scored"),
-                                    failed=_count(results, "failed"), env_reward=_mean_reward(results),
-                                    trl_reward=metrics.get("eval_reward")))  # fmt: skip
+        report.evals.append(
+            EvalRow(
+                when=when,
+                episodes=len(results),
+                scored=_count(results, "scored"),
+                failed=_count(results, "failed"),
+                env_reward=_mean_reward(results),
+                trl_reward=metrics.get("eval_reward"),
+            )
+        )
         seconds["eval"] = seconds.get("eval", 0.0) + time.monotonic() - begin
 
     evaluate("before GRPO")
-    callback = _step_table(env, config.steps, out)
+    callback = _step_table(env, config.steps)
     trainer.add_callback(callback)
     begin = time.monotonic()
     env.results.clear()
@@ -318,9 +359,17 @@ def _train(config: DemoConfig, env: AgentEnv, bundle: Bundle, eval_split: str | 
     for step, results in callback.per_step:
         entry = logged.get(step, {})
         trl = entry.get(f"rewards/{class_name}/mean") if class_name else entry.get("reward")
-        report.steps.append(StepRow(step=step, episodes=len(results), scored=_count(results, "scored"),
-                                    failed=_count(results, "failed"), env_reward=_mean_reward(results),
-                                    trl_reward=trl, tool_calls=entry.get("tools/call_frequency")))  # fmt: skip
+        report.steps.append(
+            StepRow(
+                step=step,
+                episodes=len(results),
+                scored=_count(results, "scored"),
+                failed=_count(results, "failed"),
+                env_reward=_mean_reward(results),
+                trl_reward=trl,
+                tool_calls=entry.get("tools/call_frequency"),
+            )
+        )
     evaluate("after GRPO")
     report.episodes_on_server = env._app.state.agentenv.episodes_started
     return report
@@ -331,8 +380,11 @@ def no_checkpointing() -> dict[str, bool]:
     from trl import GRPOConfig
 
     fields = {f.name for f in dataclasses.fields(GRPOConfig)}
-    return {"activation_checkpointing": False} if "activation_checkpointing" in fields else {
-        "gradient_checkpointing": False}  # fmt: skip
+    return (
+        {"activation_checkpointing": False}
+        if "activation_checkpointing" in fields
+        else {"gradient_checkpointing": False}
+    )
 
 
 def _count(results: Sequence[EpisodeResult], outcome: str) -> int:
@@ -345,17 +397,17 @@ def _mean_reward(results: Sequence[EpisodeResult]) -> float | None:
 
 
 @contextlib.contextmanager
-def _bar(total: int, desc: str, out: TextIO) -> Any:
+def _bar(total: int, desc: str) -> Any:
     from tqdm.auto import tqdm
 
-    bar = tqdm(total=total, desc=desc, file=out, leave=True, dynamic_ncols=True)
+    bar = tqdm(total=total, desc=desc, file=sys.stderr, leave=True, dynamic_ncols=True)
     try:
         yield bar
     finally:
         bar.close()
 
 
-def _step_table(env: AgentEnv, total: int, out: TextIO) -> Any:
+def _step_table(env: AgentEnv, total: int) -> Any:
     """A TrainerCallback that collects the episodes of each GRPO step and shows a progress bar."""
     from tqdm.auto import tqdm
     from transformers import TrainerCallback
@@ -366,7 +418,7 @@ def _step_table(env: AgentEnv, total: int, out: TextIO) -> Any:
             self.bar: Any = None
 
         def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-            self.bar = tqdm(total=total, desc="GRPO", file=out, dynamic_ncols=True)
+            self.bar = tqdm(total=total, desc="GRPO", file=sys.stderr, dynamic_ncols=True)
 
         def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
             results = list(env.results)

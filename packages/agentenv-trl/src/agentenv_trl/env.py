@@ -54,7 +54,9 @@ EPISODE_OVER: Final[str] = "The episode is over."
 
 END_TURN = Tool(
     name="end_turn",
-    description="Answer the current question and end your turn. Returns the next question, or says the episode is over.",
+    description=(
+        "Answer the current question and end your turn. Returns the next question, or says the episode is over."
+    ),
     parameters={
         "type": "object",
         "properties": {"reply": {"type": "string", "description": "Your answer to the current question."}},
@@ -136,7 +138,9 @@ class TaskEnvironment(metaclass=_EnvironmentType):
                 "generation batch, plus one probe per environment class"
             ) from None
         except UnknownTask as exc:
-            raise UnknownTask(f"{exc}. The row does not fit this server: build the dataset from it (env.dataset)") from None
+            raise UnknownTask(
+                f"{exc}. The row does not fit this server: build the dataset from it (env.dataset)"
+            ) from None
         self._started = started
         self._episodes += 1
         self._mismatch = self._check_row(started, row)
@@ -202,7 +206,9 @@ class TaskEnvironment(metaclass=_EnvironmentType):
             failure = Failure("server", "client", str(exc))
         self._lost = failure
         _warn_once(f"lost:{failure.kind}:{failure.stage}", f"an episode of task {self.task_id!r} is lost: {exc}")
-        return EpisodeLost(f"the environment failed ({failure.kind} during {failure.stage}); this episode is not scored")
+        return EpisodeLost(
+            f"the environment failed ({failure.kind} during {failure.stage}); this episode is not scored"
+        )
 
     def get_reward(self) -> float | None:
         """The episode's reward: turns the model left open end with an empty reply.
@@ -239,16 +245,10 @@ class TaskEnvironment(metaclass=_EnvironmentType):
             session.close()
 
 
-def _reduce_class(cls: _EnvironmentType) -> tuple[Any, tuple[Any, ...]]:
-    if cls is TaskEnvironment:
-        return getattr, (_module(), "TaskEnvironment")
+def _reduce_class(cls: _EnvironmentType) -> str | tuple[Any, tuple[Any, ...]]:
+    if "_spec" not in vars(cls):
+        return cls.__qualname__  # TaskEnvironment itself: by name, as any class
     return _rebuild_class, (cls._spec,)  # type: ignore[attr-defined]
-
-
-def _module() -> Any:
-    import sys
-
-    return sys.modules[__name__]
 
 
 copyreg.pickle(_EnvironmentType, _reduce_class)
@@ -367,14 +367,21 @@ class AgentEnv:
         from agentenv_server import ServerThread, build_app
 
         if build_app_kwargs.get("token") is not None:
-            raise AgentEnvError("AgentEnv.local() serves on loopback without a token; drop token= (or serve it with "
-                                "agentenv serve BUNDLE --token-var NAME and pass AgentEnv(url, token_var=NAME))")  # fmt: skip
+            raise AgentEnvError(
+                "AgentEnv.local() serves on loopback without a token; drop token= (or serve it with "
+                "agentenv serve BUNDLE --token-var NAME and pass AgentEnv(url, token_var=NAME))"
+            )
         build_app_kwargs.pop("token", None)
         app = build_app(bundle, tool_timeout=tool_timeout, reset_timeout=reset_timeout, **build_app_kwargs)
         server = ServerThread(app).start()
         try:
-            env = cls(server.url, split=split, tool_timeout=tool_timeout, reset_timeout=reset_timeout,
-                      waits_for_server=waits_for_server)  # fmt: skip
+            env = cls(
+                server.url,
+                split=split,
+                tool_timeout=tool_timeout,
+                reset_timeout=reset_timeout,
+                waits_for_server=waits_for_server,
+            )
         except BaseException:
             server.stop()
             raise
@@ -409,8 +416,12 @@ class AgentEnv:
         rows = read_tasks(self.shared, split)
         records = []
         for row in rows:
-            record: dict[str, Any] = {"prompt": row.messages(), "task_id": row.id, "split": row.split,
-                                      "index": row.index}  # fmt: skip
+            record: dict[str, Any] = {
+                "prompt": row.messages(),
+                "task_id": row.id,
+                "split": row.split,
+                "index": row.index,
+            }
             if len(names) > 1:
                 record["environment"] = self._name_of(row, names)
             records.append(record)
@@ -466,8 +477,10 @@ class AgentEnv:
                 _, tools = tasks_and_tools(self.shared, list(self.info.splits))
                 missing = sorted(set(names) - set(tools))
                 if missing:
-                    raise AgentEnvError(f"{self.shared.url} listed no tools for toolset(s) {', '.join(missing)}; "
-                                        "the bundle changed while the factory was built. Create the AgentEnv again")  # fmt: skip
+                    raise AgentEnvError(
+                        f"{self.shared.url} listed no tools for toolset(s) {', '.join(missing)}; "
+                        "the bundle changed while the factory was built. Create the AgentEnv again"
+                    )
                 rows = self._all_rows()
                 for key, name in names.items():
                     ids = [r.id for split in rows.values() for r in split if r.toolset_key == key]
@@ -489,8 +502,14 @@ class AgentEnv:
             "tools": [t.as_dict() for t in tools],
         }
         namespace: dict[str, Any] = {t.name: build_method(t, TaskEnvironment._tool) for t in [*tools, END_TURN]}
-        namespace.update(__module__=__name__, __qualname__=class_name, _agentenv=self, _toolset_key=key, _spec=spec,
-                         __doc__=f"TRL environment for the tasks of toolset {key} on {self.shared.url}.")  # fmt: skip
+        namespace.update(
+            __module__=__name__,
+            __qualname__=class_name,
+            _agentenv=self,
+            _toolset_key=key,
+            _spec=spec,
+            __doc__=f"TRL environment for the tasks of toolset {key} on {self.shared.url}.",
+        )
         cls = _EnvironmentType(class_name, (TaskEnvironment,), namespace)
         with _classes_lock:
             _classes[json.dumps(spec, sort_keys=True)] = cls

@@ -31,5 +31,5 @@ def agentenv_integrations() -> Iterator[Integration]:
 def agentenv_cli_commands() -> Iterator[CliCommand]:
     from . import cli
 
-    yield CliCommand("demo", "train a tiny model on an example bundle with TRL's GRPOTrainer on the CPU (the quickstart)",
-                     cli.configure_demo, cli.run_demo)  # fmt: skip
+    what = "train a tiny model on an example bundle with TRL's GRPOTrainer on the CPU (the quickstart)"
+    yield CliCommand("demo", what, cli.configure_demo, cli.run_demo)

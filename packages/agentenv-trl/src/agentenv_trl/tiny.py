@@ -40,7 +40,10 @@ def tiny_tokenizer(
         )
         bpe.decoder = decoders.ByteLevel()
         trainer = trainers.BpeTrainer(
-            vocab_size=size, special_tokens=SPECIAL, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+            vocab_size=size,
+            special_tokens=SPECIAL,
+            initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+            show_progress=False,
         )
         bpe.train_from_iterator(corpus, trainer)
         tokenizer = PreTrainedTokenizerFast(
@@ -96,8 +99,9 @@ def _assistant_spans(tokenizer: Any, conversation: Conversation, text: str) -> l
     for i, message in enumerate(messages):
         if message["role"] != "assistant":
             continue
-        before = tokenizer.apply_chat_template(messages[:i], tools=tools or None, tokenize=False,
-                                               add_generation_prompt=True)  # fmt: skip
+        before = tokenizer.apply_chat_template(
+            messages[:i], tools=tools or None, tokenize=False, add_generation_prompt=True
+        )
         through = tokenizer.apply_chat_template(messages[: i + 1], tools=tools or None, tokenize=False)
         if not text.startswith(before) or not text.startswith(through):
             return None  # a template that rewrites earlier turns: train on everything instead
@@ -161,7 +165,9 @@ def warm_start(
             # the shared opening is computed once, without gradients; the rest of each conversation attends to it
             with torch.no_grad():
                 out = model(input_ids=torch.tensor([rows[0][0][:prefix]]), use_cache=True)
-                cache = out[cache_argument] if cache_argument in out else out.past_key_values
+                cache = out.get(cache_argument)
+                if cache is None:  # transformers before 5.x
+                    cache = out.past_key_values
             cache.batch_repeat_interleave(len(pick))
             mask = torch.cat([torch.ones((len(pick), prefix), dtype=torch.long), mask], dim=1)
         loss = model(input_ids=ids, attention_mask=mask, labels=labels, **{cache_argument: cache}).loss
