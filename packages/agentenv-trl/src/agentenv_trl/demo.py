@@ -194,10 +194,9 @@ def _exchange(tool: str, args: dict[str, Any], answer: str) -> list[dict[str, An
 
 
 def default_bundle() -> Path:
-    """The example bundle: packaged with the wheel, or the repository's ``examples/bundles/arith``."""
+    """The repository's ``examples/bundles/arith``, found from this file (a checkout) or the working folder."""
     here = Path(__file__).resolve().parent
     for candidate in (
-        here / "_bundles" / EXAMPLE,
         *(p / "examples" / "bundles" / EXAMPLE for p in here.parents),
         Path.cwd() / "examples" / "bundles" / EXAMPLE,
     ):
@@ -268,8 +267,7 @@ def _train(
         model = AutoModelForCausalLM.from_pretrained(config.model, dtype=torch.float32)
         model_name = config.model
     else:
-        prompts = [m["content"] for row in env.dataset_for(eval_split) for m in row["prompt"]] if eval_split else []
-        tokenizer = tiny.tiny_tokenizer(conversations, prompts)
+        tokenizer = tiny.tiny_tokenizer(conversations)  # train conversations only: eval is unseen
         model = tiny.tiny_model(tokenizer, hidden_size=config.hidden_size, layers=config.layers, seed=config.seed)
         model_name = f"tiny Qwen3 ({sum(p.numel() for p in model.parameters()) / 1e6:.1f}M parameters, built here)"
     seconds["setup"] = time.monotonic() - started
@@ -291,7 +289,8 @@ def _train(
         seconds["warm start"] = time.monotonic() - started
 
     output_dir = config.output_dir or Path(tempfile.mkdtemp(prefix="agentenv-demo-"))
-    eval_rows = len(env.dataset_for(eval_split)) if eval_split else 0
+    eval_set = env.dataset_for(eval_split) if eval_split else None
+    eval_rows = len(eval_set) if eval_set is not None else 0
     args = GRPOConfig(
         output_dir=str(output_dir),
         use_cpu=True,
@@ -317,7 +316,7 @@ def _train(
         processing_class=tokenizer,
         args=args,
         train_dataset=train,
-        eval_dataset=env.dataset_for(eval_split) if eval_split else None,
+        eval_dataset=eval_set,
         environment_factory=factory,
     )
     trainer.remove_callback(ProgressCallback)
@@ -325,10 +324,9 @@ def _train(
     report = DemoReport(
         bundle=bundle.name, model=model_name, warm_start_steps=steps, warm_start_loss=losses[-1] if losses else None
     )
-    class_name = next(iter(env.environments.values())).__name__ if len(env.environments) == 1 else None
 
     def evaluate(when: str) -> None:
-        if eval_split is None:
+        if eval_set is None:
             return
         begin = time.monotonic()
         env.results.clear()
@@ -358,7 +356,6 @@ def _train(
     logged = {h["step"]: h for h in trainer.state.log_history if "reward" in h and "step" in h}
     for step, results in callback.per_step:
         entry = logged.get(step, {})
-        trl = entry.get(f"rewards/{class_name}/mean") if class_name else entry.get("reward")
         report.steps.append(
             StepRow(
                 step=step,
@@ -366,7 +363,7 @@ def _train(
                 scored=_count(results, "scored"),
                 failed=_count(results, "failed"),
                 env_reward=_mean_reward(results),
-                trl_reward=trl,
+                trl_reward=entry.get("reward"),  # TRL's mean over the rollouts it could score
                 tool_calls=entry.get("tools/call_frequency"),
             )
         )

@@ -96,6 +96,7 @@ class TaskEnvironment(metaclass=_EnvironmentType):
         self._session: SyncSession | None = None
         self._started: Started | None = None
         self._lost: Failure | None = None
+        self._failed: EpisodeResult | None = None
         self._mismatch: str | None = None
         self._result: EpisodeResult | None = None
         self._reward: float | None = None
@@ -129,7 +130,8 @@ class TaskEnvironment(metaclass=_EnvironmentType):
         owner._check_open()
         if self._session is None:
             self._session = SyncSession(owner.shared)
-        self._started, self._lost, self._mismatch, self._result, self._reward = None, None, None, None, None
+        self._started, self._lost, self._failed, self._mismatch = None, None, None, None
+        self._result, self._reward = None, None
         try:
             started = self._session.start(task_id)
         except AtCapacity as exc:
@@ -199,6 +201,7 @@ class TaskEnvironment(metaclass=_EnvironmentType):
     def _lose(self, exc: AgentEnvError) -> EpisodeLost:
         if isinstance(exc, EpisodeFailed):
             result = exc.result if isinstance(exc.result, EpisodeResult) else None
+            self._failed = result  # the server's own account of the failure, kept whole for env.results
             failure = (result.failure if result is not None else None) or Failure(exc.kind, exc.stage, str(exc))
         elif isinstance(exc, ToolDeadline):
             failure = Failure("deadline", "client", str(exc))
@@ -228,7 +231,7 @@ class TaskEnvironment(metaclass=_EnvironmentType):
                         break
             except _LOST as exc:
                 self._lose(exc)
-        result = session.result if self._lost is None else None
+        result = session.result if self._lost is None else self._failed
         if result is None:
             failure = self._lost or Failure("protocol", "client", "the episode did not end after its last turn")
             result = EpisodeResult(task_id=started.task_id, outcome="failed", failure=failure, turns=started.turns)
