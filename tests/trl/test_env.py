@@ -207,3 +207,14 @@ def test_a_closed_agentenv_refuses_new_episodes() -> None:
     env.close()
     with pytest.raises(Exception, match="was closed"):
         instance.reset(task_id="echo", prompt=[{"role": "user", "content": "x"}])
+
+
+def test_a_tool_called_after_the_last_turn_answers_that_the_episode_is_over(fake_env: AgentEnv) -> None:
+    row = row_of(fake_env, "echo")
+    env = instance_for(fake_env, row)
+    env.reset(**row)
+    env.echo(text="ping")
+    assert env.end_turn(reply="ping") == "The episode is over."
+    assert env.echo(text="again") == "error: the episode is over; echo was not called"
+    assert env.end_turn(reply="again") == "The episode is over."
+    assert env.get_reward() == 1.0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 from typing import Any
@@ -51,6 +52,7 @@ def alternatives(schema: dict[str, Any]) -> list[str]:
     return sorted(set(out))
 
 
+@functools.cache
 def served_and_rendered(bundle: Path) -> list[tuple[str, dict[str, Any], dict[str, Any]]]:
     """For every tool of every toolset: (tool name, the server's schema, what get_json_schema renders)."""
     with AgentEnv.local(bundle) as env:

@@ -171,7 +171,7 @@ class TaskEnvironment(metaclass=_EnvironmentType):
         if name == END_TURN.name:
             return self._end_turn(args)
         session = self._playing(name)
-        if session.result is not None:
+        if session.result is not None and session.result.outcome != "failed":  # a failure raises below
             return f"error: the episode is over; {name} was not called"
         try:
             return session.call(name, args).text
