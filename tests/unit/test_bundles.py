@@ -24,14 +24,40 @@ print(json.dumps(out))
 """
 
 
-def test_arith_loads_24_tasks_in_train_and_eval():
+def test_arith_loads_180_train_and_32_eval_tasks_single_and_two_turn_each_with_a_solution():
     bundle = load_bundle(ARITH)
     assert bundle.name == "arith"
-    assert len(bundle.tasks) == 24
     assert bundle.splits == ["train", "eval"]
-    assert len(bundle.split("train")) + len(bundle.split("eval")) == 24
-    assert {len(t.turns) for t in bundle.tasks} == {1, 2}
+    assert (len(bundle.split("train")), len(bundle.split("eval"))) == (180, 32)
+    assert len(bundle.tasks) == 212
+    for split in bundle.splits:
+        tasks = bundle.split(split)
+        assert {len(t.turns) for t in tasks} == {1, 2}, split
+        assert all(t.id == f"{'one' if len(t.turns) == 1 else 'two'}-{t.id[4:]}" for t in tasks)
+        assert all(len(t.id) == 7 and t.id[4:].isdigit() for t in tasks)
+    assert len({t.id for t in bundle.tasks}) == 212
     assert all(t.solution is not None and len(t.solution) == len(t.turns) for t in bundle.tasks)
+    assert len({t.turns[0].prompt.split()[0] for t in bundle.tasks}) > 3  # the wording varies
+
+
+def _numbers(task) -> tuple[tuple[str, object, object], ...]:
+    return tuple((c.tool, c.args["a"], c.args["b"]) for turn in task.solution for c in turn.calls)
+
+
+def test_arith_eval_tasks_ask_for_calculations_no_train_task_asks_for():
+    bundle = load_bundle(ARITH)
+    train = {_numbers(t)[0][1:] for t in bundle.split("train")}
+    assert not [t.id for t in bundle.split("eval") if _numbers(t)[0][1:] in train]
+
+
+def test_arith_tasks_are_what_the_committed_seeded_generator_writes(tmp_path):
+    import shutil
+
+    shutil.copy(ARITH / "generate.py", tmp_path / "generate.py")
+    done = subprocess.run([sys.executable, str(tmp_path / "generate.py")], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    for name in ("train.yaml", "eval.yaml"):
+        assert (tmp_path / "tasks" / name).read_text() == (ARITH / "tasks" / name).read_text(), name
 
 
 def test_inbox_tasks_have_two_turns_scored_by_regex_answer_1_and_answer_2_with_mean_reward():

@@ -47,7 +47,7 @@ def test_tasks_lists_every_task_with_its_split_index_turns_and_toolset_key(capsy
         [t.id, t.split, str(bundle.index_of(t)), str(len(t.turns)), bundle.toolset_key(t)] for t in bundle.tasks
     ]
     assert out.splitlines()[0].split() == ["id", "split", "index", "turns", "toolset"]
-    assert "24 tasks, 1 toolset, splits: train, eval" in out
+    assert "212 tasks, 1 toolset, splits: train, eval" in out
 
 
 def test_tasks_of_one_split(capsys):
@@ -77,10 +77,13 @@ def test_tasks_of_a_broken_bundle_prints_the_refusal(capsys, tmp_path):
 
 
 def test_play_reference_plays_the_solution_and_prints_tool_results_scores_and_reward(capsys):
-    code, out, _ = run(capsys, "play", ARITH, "two-01", "--reference")
+    task = load_bundle(ARITH).task("two-001")
+    first, second = (turn.calls[0] for turn in task.solution)
+    code, out, _ = run(capsys, "play", ARITH, "two-001", "--reference")
     assert code == 0
-    assert 'call multiply {"a": 3, "b": 11}\n  = 33' in out
-    assert "[turn 2] Now add 39 to that result." in out
+    assert f'call {first.tool} {{"a": {first.args["a"]}, "b": {first.args["b"]}}}\n  = {task.solution[0].reply}' in out
+    assert f'call {second.tool} {{"a": {task.solution[0].reply}, "b": {second.args["b"]}}}' in out
+    assert f"[turn 2] {task.turns[1].prompt}" in out
     assert "score answer-1: 1\nscore answer-2: 1\nreward: 1" in out
 
 
@@ -148,9 +151,9 @@ def test_play_a_script_that_does_not_exist_says_so(capsys, tmp_path):
 
 
 def test_play_an_unknown_task_says_how_to_list_them(capsys):
-    code, _, err = run(capsys, "play", ARITH, "one-99", "--reference")
+    code, _, err = run(capsys, "play", ARITH, "one-999", "--reference")
     assert code == 2
-    assert f"error: bundle 'arith' has no task 'one-99'; list them with: agentenv tasks {ARITH}" in err
+    assert f"error: bundle 'arith' has no task 'one-999'; list them with: agentenv tasks {ARITH}" in err
 
 
 def test_play_from_the_terminal_reads_commands_from_stdin(monkeypatch, capsys):
@@ -169,10 +172,10 @@ def test_play_from_the_terminal_reads_commands_from_stdin(monkeypatch, capsys):
 def test_check_deploys_one_episode_per_toolset_of_a_good_bundle(capsys):
     code, out, _ = run(capsys, "check", ARITH)
     assert code == 0
-    assert "bundle 'arith': 24 tasks in train, eval; loads cleanly" in out
+    assert "bundle 'arith': 212 tasks in train, eval; loads cleanly" in out
     table = rows(out)
     assert len(table) == 1
-    assert table[0][:3] == [load_bundle(ARITH).toolset_key(load_bundle(ARITH).tasks[0]), "24", "one-01"]
+    assert table[0][:3] == [load_bundle(ARITH).toolset_key(load_bundle(ARITH).tasks[0]), "212", "one-001"]
     assert table[0][-1] == "ok"
 
 
@@ -231,7 +234,7 @@ def test_the_agentenv_program_lists_tasks(tmp_path):
 
 def test_python_dash_m_agentenv_plays_a_reference_solution(tmp_path):
     done = subprocess.run(
-        [sys.executable, "-m", "agentenv", "play", ARITH, "one-01", "--reference"],
+        [sys.executable, "-m", "agentenv", "play", ARITH, "one-001", "--reference"],
         capture_output=True,
         text=True,
         cwd=tmp_path,

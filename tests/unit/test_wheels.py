@@ -154,6 +154,6 @@ def test_agentenv_plugins_in_the_venv_lists_every_package(installed):
 
 def test_the_installed_cli_plays_an_example_bundle(installed):
     done = installed.run(installed.venv / "bin" / "agentenv", "play", ROOT / "examples" / "bundles" / "arith",
-                         "one-01", "--reference")  # fmt: skip
+                         "one-001", "--reference")  # fmt: skip
     _check(done, "agentenv play")
     assert done.stdout.rstrip().endswith("reward: 1")

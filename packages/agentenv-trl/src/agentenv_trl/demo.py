@@ -35,6 +35,7 @@ __all__ = [
     "DemoReport",
     "EvalRow",
     "StepRow",
+    "eval_batch_size",
     "no_checkpointing",
     "reference_conversations",
     "run_demo",
@@ -50,11 +51,13 @@ class DemoConfig:
 
     bundle: Path | None = None
     model: str | None = None
-    steps: int = 10
+    steps: int = 40
     warm_start_steps: int | None = None
-    prompts_per_step: int = 2
+    prompts_per_step: int = 8
     num_generations: int = 4
-    eval_generations: int = 2
+    eval_generations: int = 4
+    eval_batch_size: int = 32
+    max_concurrent_envs: int = 64
     max_completion_length: int = 256
     max_tool_calling_iterations: int = 10
     learning_rate: float = 5e-4
@@ -67,14 +70,15 @@ class DemoConfig:
 
     @classmethod
     def quick(cls, **changes: Any) -> DemoConfig:
-        """A short run for CI: a smaller model, a brief warm start, two GRPO steps."""
-        return cls(**{"steps": 2, "warm_start_steps": 60, "hidden_size": 64, "layers": 2, **changes})
+        """A short run for CI: a smaller model, a brief warm start, two GRPO steps of 2 prompts, eval sampled twice."""
+        short = {"steps": 2, "warm_start_steps": 60, "hidden_size": 64, "layers": 2}
+        return cls(**{**short, "prompts_per_step": 2, "eval_generations": 2, **changes})
 
     def warm_steps(self) -> int:
-        """Warm-start steps: 200 for the tiny model, none for a real one unless asked."""
+        """Warm-start steps: 400 for the tiny model, none for a real one unless asked."""
         if self.warm_start_steps is not None:
             return self.warm_start_steps
-        return 0 if self.model else 200
+        return 0 if self.model else 400
 
 
 @dataclass(frozen=True)
@@ -159,24 +163,28 @@ def reference_conversations(env: AgentEnv, bundle: Bundle, split: str = "train")
     classes = env.environments
     rows = {row["task_id"]: row for row in env.dataset_for(split)}
     out: list[Conversation] = []
-    instances: dict[str, TaskEnvironment] = {}
-    for task in bundle.split(split):
-        if task.solution is None or task.id not in rows:
-            continue
-        row = rows[task.id]
-        name = row.get("environment") or next(iter(classes))
-        instance = instances.setdefault(name, classes[name]())
-        instance.reset(**row)
-        messages: list[dict[str, Any]] = [dict(m) for m in row["prompt"]]
-        for turn in task.solution:
-            for call in turn.calls:
-                answer = getattr(instance, call.tool)(**call.args)
-                messages += _exchange(call.tool, dict(call.args), answer)
-            answer = instance.end_turn(reply=turn.reply)
-            messages += _exchange("end_turn", {"reply": turn.reply}, answer)
-        messages.append({"role": "assistant", "content": ""})  # the model's last word after the episode is over
-        if instance.get_reward() == 1.0:
-            out.append((messages, tool_methods(instance)))
+    instances: dict[str, TaskEnvironment] = {}  # one per toolset, each playing the episodes one after another
+    try:
+        for task in bundle.split(split):
+            if task.solution is None or task.id not in rows:
+                continue
+            row = rows[task.id]
+            name = row.get("environment") or next(iter(classes))
+            instance = instances.setdefault(name, classes[name]())
+            instance.reset(**row)
+            messages: list[dict[str, Any]] = [dict(m) for m in row["prompt"]]
+            for turn in task.solution:
+                for call in turn.calls:
+                    answer = getattr(instance, call.tool)(**call.args)
+                    messages += _exchange(call.tool, dict(call.args), answer)
+                answer = instance.end_turn(reply=turn.reply)
+                messages += _exchange("end_turn", {"reply": turn.reply}, answer)
+            messages.append({"role": "assistant", "content": ""})  # the model's last word after the episode is over
+            if instance.get_reward() == 1.0:
+                out.append((messages, tool_methods(instance)))
+    finally:
+        for instance in instances.values():
+            instance._close()  # their sessions are the trainer's to use
     return out
 
 
@@ -216,7 +224,7 @@ def run_demo(config: DemoConfig, out: TextIO | None = None) -> DemoReport:
         raise AgentEnvError(f"bundle {bundle.name!r} has no train split; pass another: agentenv demo --bundle PATH")
     eval_split = next((s for s in ("eval", "validation", "test") if s in bundle.splits and bundle.split(s)), None)
     print(f"serving {bundle.name} ({bundle_path}) on loopback ...", file=out, flush=True)
-    env = AgentEnv.local(bundle_path)
+    env = AgentEnv.local(bundle_path, max_concurrent_envs=config.max_concurrent_envs)
     try:
         with warnings.catch_warnings():
             # TRL 1.16 reads a transformers alias that is deprecated: not the user's to fix, so not theirs to read
@@ -299,7 +307,7 @@ def _train(
         per_device_train_batch_size=config.prompts_per_step * config.num_generations,
         num_generations=config.num_generations,
         num_generations_eval=config.eval_generations,
-        per_device_eval_batch_size=max(config.eval_generations, eval_rows * config.eval_generations),
+        per_device_eval_batch_size=eval_batch_size(config, eval_rows),
         max_completion_length=config.max_completion_length,
         max_tool_calling_iterations=config.max_tool_calling_iterations,
         learning_rate=config.learning_rate,
@@ -370,6 +378,20 @@ def _train(
     evaluate("after GRPO")
     report.episodes_on_server = env._app.state.agentenv.episodes_started
     return report
+
+
+def eval_batch_size(config: DemoConfig, rows: int) -> int:
+    """Eval rollouts at once: at most ``eval_batch_size`` and the server's session limit, and a divisor of them all.
+
+    TRL draws one environment instance (one session) per rollout of a batch from a pool it reuses, so
+    evaluation holds as many sessions as its batch, however large the split: the batches play one
+    after another. The batch divides the split's rollouts so that every batch is full, and TRL's eval
+    reward (the mean of its batches' means) is the mean over the episodes.
+    """
+    generations = config.eval_generations
+    rollouts = max(rows, 1) * generations
+    limit = max(generations, min(config.eval_batch_size, config.max_concurrent_envs))
+    return max(b for b in range(generations, limit + 1, generations) if rollouts % b == 0)
 
 
 def no_checkpointing() -> dict[str, bool]:

@@ -34,9 +34,15 @@ def tiny_tokenizer(
 
     def build(corpus: list[str], size: int) -> Any:
         bpe = Tokenizer(models.BPE())
-        # single digits: numbers are copied digit by digit, which a tiny model learns far sooner than BPE chunks
+        # single digits: numbers are copied digit by digit, which a tiny model learns far sooner than BPE chunks.
+        # Merges cross words (no regex split): the system prompt and tool list every conversation repeats become a
+        # few dozen tokens instead of hundreds, so the positions the model must learn to point at (the digits) are
+        # not lost among them, and a tool call is a handful of tokens to generate
         bpe.pre_tokenizer = pre_tokenizers.Sequence(
-            [pre_tokenizers.Digits(individual_digits=True), pre_tokenizers.ByteLevel(add_prefix_space=False)]
+            [
+                pre_tokenizers.Digits(individual_digits=True),
+                pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+            ]
         )
         bpe.decoder = decoders.ByteLevel()
         trainer = trainers.BpeTrainer(
