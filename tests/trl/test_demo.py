@@ -8,7 +8,10 @@ import json
 from typing import Any
 
 import pytest
+from agentenv import load_bundle
 from agentenv.cli import main
+from agentenv_trl.demo import DemoConfig
+from trl_support import ARITH
 
 
 @pytest.fixture(scope="module")
@@ -50,14 +53,14 @@ def test_the_eval_reward_was_measured_before_and_after_on_the_eval_split(demo: A
     _, report, _ = demo
     assert [e["when"] for e in report["evals"]] == ["before GRPO", "after GRPO"]
     for row in report["evals"]:
-        assert row["episodes"] == 12  # 6 eval tasks x 2 rollouts
+        assert row["episodes"] == len(load_bundle(ARITH).split("eval")) * DemoConfig.quick().eval_generations
         assert row["env_reward"] is not None
 
 
 def test_every_reported_episode_was_played_on_the_server(demo: Any) -> None:
     _, report, _ = demo
     reported = sum(s["episodes"] for s in report["steps"]) + sum(e["episodes"] for e in report["evals"])
-    references = 18  # the warm start's reference plays, one per train task
+    references = len(load_bundle(ARITH).split("train"))  # the warm start's reference plays, one per train task
     assert report["episodes_on_server"] >= reported + references
 
 

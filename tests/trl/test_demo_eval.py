@@ -23,7 +23,7 @@ from trl_support import ARITH
     ],
 )
 def test_the_eval_batch_divides_the_rollouts_and_fits_the_server(rows, changes, expected):
-    assert eval_batch_size(DemoConfig(**changes), rows) == expected
+    assert eval_batch_size(DemoConfig(**{"eval_generations": 2, **changes}), rows) == expected
 
 
 def test_an_eval_split_with_more_rollouts_than_the_server_has_sessions_is_evaluated_in_full(tmp_path):
