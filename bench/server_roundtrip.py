@@ -31,8 +31,8 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start(args: list[str], port: int) -> subprocess.Popen[bytes]:
-    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+def start(args: list[str], port: int, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         try:
@@ -103,14 +103,13 @@ def main() -> None:
     args = parser.parse_args()
 
     a_port, b_port, s_port = free_port(), free_port(), free_port()
-    env = {**os.environ, "AGENTENV_FAKE_LEDGER": ""}
+    env = {k: v for k, v in os.environ.items() if k != "AGENTENV_FAKE_LEDGER"}  # the fake env writes no ledger
     procs = [
         start([sys.executable, "-m", "agentenv.cli", "serve", str(FAKE), "--port", str(a_port), "--log-level",
-               "warning", "--max-concurrent-envs", "256"], a_port),
+               "warning", "--max-concurrent-envs", "256"], a_port, env),
         start([sys.executable, str(ROOT / "bench" / "_bare_openenv.py"), str(b_port), "async"], b_port),
         start([sys.executable, str(ROOT / "bench" / "_bare_openenv.py"), str(s_port), "sync"], s_port),
     ]  # fmt: skip
-    del env
     targets = [
         Target(
             "agentenv", f"http://127.0.0.1:{a_port}", {"task_id": "echo"}, {"op": "call", "tool": "noop", "args": {}}
