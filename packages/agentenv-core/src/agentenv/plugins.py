@@ -46,6 +46,7 @@ __all__ = [
     "RewardRule",
     "TaskSource",
     "VerifierKind",
+    "check_trainer",
     "hookimpl",
     "hookspec",
     "plugins",
@@ -376,6 +377,29 @@ SPEC_CLASSES: Final = (TaskSpecs, ToolsetSpecs, SessionSpecs, RewardSpecs, Integ
 # --------------------------------------------------------------------------------------------
 # The manager
 # --------------------------------------------------------------------------------------------
+
+
+def check_trainer(requirement: str, *, integration: str, why: str, install: str, version: str | None = None) -> str:
+    """Return the installed version of ``requirement``'s distribution (or ``version``) when it fits.
+
+    Otherwise raise ``ImportError`` with both versions and the fix (``pip install REQUIREMENT`` or
+    ``install``); ``why`` says what needs the trainer, ``integration`` names the wheel and its version.
+    Reads distribution metadata only: the trainer is not imported.
+    """
+    from packaging.requirements import Requirement  # here: the plugins import this module on every CLI run
+
+    wanted = Requirement(requirement)
+    if version is None:
+        try:
+            version = md.version(wanted.name)
+        except md.PackageNotFoundError:
+            raise ImportError(f"{why} ({requirement}), which is not installed: {install}") from None
+    if not wanted.specifier.contains(version, prereleases=True):
+        raise ImportError(
+            f"{integration} supports {requirement}, but {wanted.name} {version} is installed: "
+            f"pip install '{requirement}' (or {install})"
+        )
+    return version
 
 
 @dataclass(frozen=True)

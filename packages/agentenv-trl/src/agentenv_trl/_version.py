@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import importlib.metadata as md
 from typing import Final
 
+from agentenv.plugins import check_trainer
 from packaging.requirements import Requirement
 
 __all__ = ["DISTRIBUTION", "INSTALL", "SUPPORTED", "__version__", "check_trl", "supported_range"]
@@ -26,16 +26,10 @@ def check_trl(version: str | None = None) -> str:
 
     Reads the installed distribution's metadata only: TRL itself is not imported.
     """
-    if version is None:
-        try:
-            version = md.version(DISTRIBUTION)
-        except md.PackageNotFoundError:
-            raise ImportError(
-                f"agentenv_trl trains with TRL ({SUPPORTED}), which is not installed: {INSTALL}"
-            ) from None
-    if not Requirement(SUPPORTED).specifier.contains(version, prereleases=True):
-        raise ImportError(
-            f"agentenv-trl {__version__} supports {SUPPORTED}, but trl {version} is installed: "
-            f"pip install '{SUPPORTED}' (or {INSTALL})"
-        )
-    return version
+    return check_trainer(
+        SUPPORTED,
+        integration=f"agentenv-trl {__version__}",
+        why="agentenv_trl trains with TRL",
+        install=INSTALL,
+        version=version,
+    )

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import importlib.metadata as md
 from typing import Final
+
+from agentenv.plugins import check_trainer
 
 __all__ = ["DISTRIBUTION", "INSTALL", "SUPPORTED", "check_verl", "supported_range"]
 
@@ -19,18 +20,10 @@ def supported_range() -> str:
 
 def check_verl(version: str | None = None) -> str:
     """Return the installed verl version (or ``version``); raise ``ImportError`` naming the fix when it does not fit."""
-    from packaging.requirements import Requirement  # here: the plugin imports this module on every CLI run
-
-    if version is None:
-        try:
-            version = md.version(DISTRIBUTION)
-        except md.PackageNotFoundError:
-            raise ImportError(
-                f"agentenv_verl.loop runs inside verl ({SUPPORTED}), which is not installed: {INSTALL}"
-            ) from None
-    if not Requirement(SUPPORTED).specifier.contains(version, prereleases=True):
-        raise ImportError(
-            f"agentenv-verl supports {SUPPORTED}, but verl {version} is installed: "
-            f"pip install '{SUPPORTED}' (or {INSTALL})"
-        )
-    return version
+    return check_trainer(
+        SUPPORTED,
+        integration="agentenv-verl",
+        why="agentenv_verl.loop runs inside verl",
+        install=INSTALL,
+        version=version,
+    )
