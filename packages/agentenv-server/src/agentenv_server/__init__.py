@@ -11,8 +11,9 @@ plugin (every ``agentenv`` command does) does not import the server stack.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from agentenv._lazy import lazy_exports
 
 __version__ = "0.1.0"
 
@@ -31,10 +32,4 @@ if TYPE_CHECKING:
     from .runner import ServerThread
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'agentenv_server' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
-    globals()[name] = value
-    return value
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())

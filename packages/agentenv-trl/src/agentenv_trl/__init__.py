@@ -13,8 +13,9 @@ TRL is in the supported range (``SUPPORTED``). Neither TRL nor torch is imported
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from agentenv._lazy import lazy_exports
 
 from ._version import SUPPORTED, __version__
 
@@ -26,14 +27,4 @@ if TYPE_CHECKING:
     from .env import AgentEnv, EpisodeLost, TaskEnvironment
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'agentenv_trl' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *_EXPORTS])
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())

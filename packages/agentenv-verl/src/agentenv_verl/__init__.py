@@ -9,8 +9,9 @@ imported on first use, and ``AgentEnvAgentLoop`` (which checks and imports verl)
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from agentenv._lazy import lazy_exports
 
 from ._version import SUPPORTED
 from .errors import AttemptFailure, LoopConfigError, RolloutFailed
@@ -30,10 +31,7 @@ __all__ = [
     "write",
 ]
 
-_LAZY = {"AgentEnvAgentLoop": ".loop", "PromptsTooLong": ".writer", "Written": ".writer", "write": ".writer"}
+_EXPORTS = {"AgentEnvAgentLoop": "loop", "PromptsTooLong": "writer", "Written": "writer", "write": "writer"}
 
 
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        return getattr(importlib.import_module(_LAZY[name], __name__), name)
-    raise AttributeError(f"module 'agentenv_verl' has no attribute {name!r}")
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())
