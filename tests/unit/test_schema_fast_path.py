@@ -27,6 +27,8 @@ NESTED = {
 TUPLE_2020 = {"type": "object", "properties": {"pair": {"type": "array", "prefixItems": [{"type": "integer"}],
                                                         "items": False}}}  # fmt: skip
 DEPENDENT = {"type": "object", "dependentRequired": {"a": ["b"]}}
+# Python's True == 1: JSON Schema tells booleans from numbers, so must the fast path
+BOOLS = {"type": "object", "properties": {"n": {"enum": [1, 2]}, "z": {"const": 0}, "k": {"const": [1]}}}
 
 CASES = [
     (NESTED, {"filter": {"sender": "dana"}}, True),
@@ -46,6 +48,10 @@ CASES = [
     (TUPLE_2020, {"pair": [1, 2]}, False),
     (DEPENDENT, {"a": 1, "b": 2}, True),
     (DEPENDENT, {"a": 1}, False),
+    (BOOLS, {"n": 1, "z": 0, "k": [1]}, True),
+    (BOOLS, {"n": True}, False),
+    (BOOLS, {"z": False}, False),
+    (BOOLS, {"k": [True]}, False),
 ]
 
 
