@@ -152,8 +152,19 @@ def test_agentenv_plugins_in_the_venv_lists_every_package(installed):
     assert "not loaded" not in done.stdout, done.stdout  # every plugin loads without its trainer
 
 
-def test_the_installed_cli_plays_an_example_bundle(installed):
-    done = installed.run(installed.venv / "bin" / "agentenv", "play", ROOT / "examples" / "bundles" / "arith",
-                         "one-001", "--reference")  # fmt: skip
+def test_the_trl_wheel_ships_the_quickstart_bundle_and_the_installed_cli_plays_it(installed):
+    # `agentenv demo` after a plain install trains on this copy: it must be the repository's, whole
+    where = "import agentenv_trl, pathlib; print(pathlib.Path(agentenv_trl.__file__).parent / 'examples' / 'arith')"
+    done = installed.run(installed.python, "-c", where)
+    _check(done, "locating the shipped bundle")
+    shipped, source = Path(done.stdout.strip()), ROOT / "examples" / "bundles" / "arith"
+    assert installed.venv in shipped.parents
+    files = sorted(p.relative_to(source) for p in source.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+    shipped_files = sorted(
+        p.relative_to(shipped) for p in shipped.rglob("*") if p.is_file() and "__pycache__" not in p.parts
+    )
+    assert shipped_files == files
+    assert all((shipped / f).read_bytes() == (source / f).read_bytes() for f in files)
+    done = installed.run(installed.venv / "bin" / "agentenv", "play", shipped, "one-001", "--reference")
     _check(done, "agentenv play")
     assert done.stdout.rstrip().endswith("reward: 1")

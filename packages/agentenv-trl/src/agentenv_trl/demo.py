@@ -202,9 +202,11 @@ def _exchange(tool: str, args: dict[str, Any], answer: str) -> list[dict[str, An
 
 
 def default_bundle() -> Path:
-    """The repository's ``examples/bundles/arith``, found from this file (a checkout) or the working folder."""
+    """The arith example: the copy the wheel ships (``agentenv_trl/examples/arith``), else a checkout's
+    ``examples/bundles/arith`` (an editable install), found from this file or the working folder."""
     here = Path(__file__).resolve().parent
     for candidate in (
+        here / "examples" / EXAMPLE,
         *(p / "examples" / "bundles" / EXAMPLE for p in here.parents),
         Path.cwd() / "examples" / "bundles" / EXAMPLE,
     ):
