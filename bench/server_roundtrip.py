@@ -1,10 +1,13 @@
 """A no-op tool call through agentenv's server vs a bare OpenEnv 0.10 server stepping a no-op env.
 
-Each server runs in its own process; one client process drives both with OpenEnv's own client, in
-interleaved rounds so that load on the machine hits both alike. Prints median and p99 latency at
-concurrency 1 and 64, calls per second, sessions opened per second, and the ratios (agentenv / bare).
+Each server runs in its own process; one client process drives them all with OpenEnv's own client,
+in interleaved rounds so that load on the machine hits each alike. ``--pin`` (Linux, two or more
+CPUs) puts the servers on the first CPU and the client on the second: at concurrency 64 the server's
+core is then the bottleneck, and the ratio is the servers' CPU cost per call. Prints median and p99
+latency at concurrency 1 and 64, calls per second, sessions opened per second, and the ratios
+(agentenv / bare).
 
-usage: python bench/server_roundtrip.py [--calls N] [--rounds R]
+usage: python bench/server_roundtrip.py [--calls N] [--rounds R] [--pin]
 """
 
 from __future__ import annotations
@@ -31,8 +34,19 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start(args: list[str], port: int, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
-    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+def cpus() -> tuple[set[int], set[int]] | None:
+    """(the servers' CPU, the client's CPU), or None where the process can't be pinned to two."""
+    if not hasattr(os, "sched_getaffinity"):
+        return None
+    mine = sorted(os.sched_getaffinity(0))
+    return ({mine[0]}, {mine[1]}) if len(mine) >= 2 else None
+
+
+def start(
+    args: list[str], port: int, env: dict[str, str] | None = None, cpu: set[int] | None = None
+) -> subprocess.Popen[bytes]:
+    pin = (lambda: os.sched_setaffinity(0, cpu)) if cpu else None
+    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env, preexec_fn=pin)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         try:
@@ -100,15 +114,22 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=2000, help="no-op calls per measurement")
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds (medians are reported)")
     parser.add_argument("--sessions", type=int, default=100, help="sessions opened per measurement")
+    parser.add_argument("--pin", action="store_true", help="servers on the first CPU, the client on the second")
     args = parser.parse_args()
+    pinned = cpus() if args.pin else None
+    if args.pin and pinned is None:
+        parser.error("--pin needs Linux and two or more CPUs this process may use")
+    server_cpu = pinned[0] if pinned else None
+    if pinned:
+        os.sched_setaffinity(0, pinned[1])
 
     a_port, b_port, s_port = free_port(), free_port(), free_port()
     env = {k: v for k, v in os.environ.items() if k != "AGENTENV_FAKE_LEDGER"}  # the fake env writes no ledger
     procs = [
         start([sys.executable, "-m", "agentenv.cli", "serve", str(FAKE), "--port", str(a_port), "--log-level",
-               "warning", "--max-concurrent-envs", "256"], a_port, env),
-        start([sys.executable, str(ROOT / "bench" / "_bare_openenv.py"), str(b_port), "async"], b_port),
-        start([sys.executable, str(ROOT / "bench" / "_bare_openenv.py"), str(s_port), "sync"], s_port),
+               "warning", "--max-concurrent-envs", "256"], a_port, env, server_cpu),
+        start([sys.executable, str(ROOT / "bench" / "_bare_openenv.py"), str(b_port), "async"], b_port, cpu=server_cpu),
+        start([sys.executable, str(ROOT / "bench" / "_bare_openenv.py"), str(s_port), "sync"], s_port, cpu=server_cpu),
     ]  # fmt: skip
     targets = [
         Target(
@@ -139,7 +160,9 @@ def main() -> None:
     metrics = ["median_ms@1", "p99_ms@1", "calls_per_s@1", "median_ms@64", "p99_ms@64", "calls_per_s@64",
                "sessions_per_s"]  # fmt: skip
     med = {k: statistics.median(v) for k, v in results.items()}
-    print(f"no-op call round trip, {args.calls} calls per measurement, median of {args.rounds} interleaved rounds")
+    where = f"servers on CPU {sorted(pinned[0])}, client on CPU {sorted(pinned[1])}" if pinned else "not pinned"
+    print(f"no-op call round trip, {args.calls} calls per measurement, median of {args.rounds} interleaved rounds, "
+          f"{where}")  # fmt: skip
     print(f"{'metric':<16}{'agentenv':>12}{'bare-async':>12}{'bare-sync':>12}{'ratio/async':>13}{'ratio/sync':>12}")
     for m in metrics:
         a, b, s = med[("agentenv", m)], med[("bare-async", m)], med[("bare-sync", m)]
