@@ -36,8 +36,7 @@ from transfer_queue import interface
 from transfer_queue.controller import TransferQueueController
 from transfer_queue.sampler import SequentialSampler
 from transfer_queue.storage.simple_storage import SimpleStorageUnit
-from verl.workers.rollout.replica import TokenOutput
-from verl_support import tool_call, trainer_config
+from verl_support import token_output, tool_call, trainer_config
 
 with warnings.catch_warnings():  # the trainer imports every training engine; those not installed warn
     warnings.filterwarnings("ignore", message=r".* engine is not available", category=UserWarning)
@@ -76,15 +75,8 @@ class Policy:
         self.first_request = self.first_request or request_id
         crash = self.crash_first and request_id == self.first_request
         reply = tool_call("crash") if crash else REPLIES[asked]
-        ids = self.tokenizer.encode(reply, add_special_tokens=False)
         await asyncio.sleep(0)
-        return TokenOutput(
-            token_ids=ids,
-            log_probs=[-0.5] * len(ids),
-            stop_reason="completed",
-            num_preempted=0,
-            extra_fields={"global_steps": 1, "min_global_steps": 1, "max_global_steps": 1},
-        )
+        return token_output(self.tokenizer, reply, global_step=1)
 
 
 _STORAGE_UNITS: list[Any] = []

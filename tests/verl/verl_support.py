@@ -191,15 +191,8 @@ class ScriptedServer:
         script = self._script_of[request_id]
         if not script:
             raise AssertionError(f"the model was asked for reply {len(self.prompts)}, but its script has no more")
-        ids = self.tokenizer.encode(script.pop(0), add_special_tokens=False)
         await asyncio.sleep(0)
-        return TokenOutput(
-            token_ids=ids,
-            log_probs=[-0.5] * len(ids),
-            stop_reason="completed",
-            num_preempted=0,
-            extra_fields={"global_steps": 0, "min_global_steps": 0, "max_global_steps": 0},
-        )
+        return token_output(self.tokenizer, script.pop(0), global_step=0)
 
 
 def make_loop(
@@ -250,3 +243,11 @@ def xml_call(name: str, **parameters: Any) -> str:
         for key, value in parameters.items()
     )
     return f"<tool_call>\n<function={name}>\n{body}</function>\n</tool_call><|im_end|>"
+
+
+def token_output(tokenizer: Any, reply: str, *, global_step: int) -> TokenOutput:
+    """What verl's rollout server answers for ``reply``: its tokens, stand-in log-probs, a completed stop."""
+    ids = tokenizer.encode(reply, add_special_tokens=False)
+    steps = {"global_steps": global_step, "min_global_steps": global_step, "max_global_steps": global_step}
+    return TokenOutput(token_ids=ids, log_probs=[-0.5] * len(ids), stop_reason="completed", num_preempted=0,
+                       extra_fields=steps)  # fmt: skip

@@ -347,10 +347,7 @@ def _train(
         report.evals.append(
             EvalRow(
                 when=when,
-                episodes=len(results),
-                scored=_count(results, "scored"),
-                failed=_count(results, "failed"),
-                env_reward=_mean_reward(results),
+                **_tally(results),
                 trl_reward=metrics.get("eval_reward"),
             )
         )
@@ -369,10 +366,7 @@ def _train(
         report.steps.append(
             StepRow(
                 step=step,
-                episodes=len(results),
-                scored=_count(results, "scored"),
-                failed=_count(results, "failed"),
-                env_reward=_mean_reward(results),
+                **_tally(results),
                 trl_reward=entry.get("reward"),  # TRL's mean over the rollouts it could score
                 tool_calls=entry.get("tools/call_frequency"),
             )
@@ -406,6 +400,16 @@ def no_checkpointing() -> dict[str, bool]:
         if "activation_checkpointing" in fields
         else {"gradient_checkpointing": False}
     )
+
+
+def _tally(results: Sequence[EpisodeResult]) -> dict[str, Any]:
+    """The row fields the server's results give: episodes, scored, failed and their mean reward."""
+    return {
+        "episodes": len(results),
+        "scored": _count(results, "scored"),
+        "failed": _count(results, "failed"),
+        "env_reward": _mean_reward(results),
+    }
 
 
 def _count(results: Sequence[EpisodeResult], outcome: str) -> int:
