@@ -16,6 +16,9 @@ from typing import Any
 import httpx
 import pytest
 
+# unknown fields in a frame are an error in every test (and in the servers they start), not silently dropped
+os.environ.setdefault("AGENTENV_STRICT_WIRE", "1")
+
 ROOT = Path(__file__).resolve().parent.parent
 FAKE = ROOT / "tests" / "fixtures" / "bundles" / "fake"
 INBOX = ROOT / "examples" / "bundles" / "inbox"

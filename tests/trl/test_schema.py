@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 from agentenv.errors import AgentEnvError
-from agentenv.session import Shared, tasks_and_tools
+from agentenv.settings import Shared
+from agentenv.taskapi import tasks_and_tools
 from agentenv_trl import AgentEnv
 from agentenv_trl.demo import tool_methods
 from transformers.utils import get_json_schema

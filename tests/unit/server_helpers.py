@@ -22,6 +22,13 @@ def open_ws(http_url: str, token: str | None = None, **kwargs: Any) -> Any:
     return connect(ws_url(http_url), additional_headers=headers, open_timeout=10, **kwargs)
 
 
+def reset_data(**fields: Any) -> dict[str, Any]:
+    """A reset frame's data as agentenv's client sends it (with its protocol version)."""
+    from agentenv.wire import PROTOCOL
+
+    return {"protocol": PROTOCOL, **fields}
+
+
 def ask(ws: Any, message: Any, *, raw: bool = False) -> dict[str, Any]:
     """Send one frame, return the answer frame."""
     ws.send(message if raw else json.dumps(message))

@@ -14,12 +14,15 @@ from pathlib import Path
 import httpx
 import pytest
 from agentenv.errors import AgentEnvError, AtCapacity, ServerUnavailable, Unauthorized, UnknownSplit, UnknownTask
-from agentenv.session import Session, Shared, SyncSession, probe, read_tasks, tasks_and_tools
+from agentenv.session import Session, Shared
+from agentenv.sync import SyncSession
+from agentenv.taskapi import probe, read_tasks, tasks_and_tools
+from agentenv.wire import PROTOCOL
 from agentenv_server import build_app
 from websockets.exceptions import InvalidStatus
 
 from tests.conftest import FAKE, INBOX, ServeProcess, free_port
-from tests.unit.server_helpers import ask, half_open, open_ws
+from tests.unit.server_helpers import ask, half_open, open_ws, reset_data
 
 TOKEN = "tok-3f9a1c77e2"
 
@@ -73,7 +76,7 @@ def test_websocket_without_token_is_refused_before_it_opens(serve, ledger):
     assert _sessions(srv) == 0
     assert ledger.count("deploy") == 0
     with open_ws(srv.url, token=TOKEN) as ws:
-        assert ask(ws, {"type": "reset", "data": {"task_id": "echo"}})["type"] == "observation"
+        assert ask(ws, {"type": "reset", "data": reset_data(task_id="echo")})["type"] == "observation"
 
 
 def test_wrong_token_fails_at_once_naming_the_variable(server, monkeypatch):
@@ -178,6 +181,12 @@ def test_waiting_at_capacity_gets_through_when_a_slot_frees(serve):
 # --- bad input over /ws ----------------------------------------------------------------------
 
 
+def _problem(frame: dict) -> tuple[str, str]:
+    observation = frame["data"]["observation"]
+    assert frame["type"] == "observation" and observation["event"] == "error", frame
+    return observation["problem"]["code"], observation["problem"]["message"]
+
+
 def test_bad_frames_get_error_frames_and_the_session_stays_usable(serve):
     srv = serve(FAKE)
     with open_ws(srv.url) as ws:
@@ -186,15 +195,16 @@ def test_bad_frames_get_error_frames_and_the_session_stays_usable(serve):
         unknown = ask(ws, {"type": "dance"})
         assert unknown["data"]["code"] == "UNKNOWN_TYPE"
         early = ask(ws, {"type": "step", "data": {"op": "call", "tool": "echo", "args": {"text": "x"}}})
-        assert early["type"] == "error" and "[NO_EPISODE]" in early["data"]["message"]
-        no_task = ask(ws, {"type": "reset", "data": {"task_id": "nope"}})
-        assert "[UNKNOWN_TASK]" in no_task["data"]["message"]
-        no_split = ask(ws, {"type": "reset", "data": {"split": "nope", "index": 0}})
-        assert "[UNKNOWN_SPLIT]" in no_split["data"]["message"] and "train, eval, test" in no_split["data"]["message"]
+        assert _problem(early)[0] == "NO_EPISODE"
+        no_task = ask(ws, {"type": "reset", "data": reset_data(task_id="nope")})
+        assert _problem(no_task)[0] == "UNKNOWN_TASK"
+        code, message = _problem(ask(ws, {"type": "reset", "data": reset_data(split="nope", index=0)}))
+        assert code == "UNKNOWN_SPLIT" and "train, eval, test" in message
         bad_op = ask(ws, {"type": "step", "data": {"op": "dance"}})
         assert bad_op["data"]["code"] == "VALIDATION_ERROR"
-        started = ask(ws, {"type": "reset", "data": {"task_id": "echo"}})
+        started = ask(ws, {"type": "reset", "data": reset_data(task_id="echo")})
         assert started["data"]["observation"]["event"] == "started"
+        assert started["data"]["observation"]["protocol"] == PROTOCOL
         unknown_tool = ask(ws, {"type": "step", "data": {"op": "call", "tool": "nope", "args": {}}})
         assert unknown_tool["data"]["observation"]["error"] is True
         assert "unknown tool 'nope'" in unknown_tool["data"]["observation"]["text"]
@@ -204,15 +214,40 @@ def test_bad_frames_get_error_frames_and_the_session_stays_usable(serve):
         assert echoed["data"]["observation"]["text"] == "still here"
 
 
+def test_a_reset_of_another_protocol_is_refused_naming_the_package_to_upgrade(serve):
+    srv = serve(FAKE)
+    with open_ws(srv.url) as ws:
+        code, message = _problem(ask(ws, {"type": "reset", "data": {"task_id": "echo"}}))
+        assert code == "BAD_RESET" and "no protocol version" in message and "agentenv-core" in message
+        code, message = _problem(ask(ws, {"type": "reset", "data": reset_data(task_id="echo", protocol=PROTOCOL + 1)}))
+        assert f"protocol {PROTOCOL + 1}" in message and f"speaks agentenv protocol {PROTOCOL}" in message
+        assert (
+            ask(ws, {"type": "reset", "data": reset_data(task_id="echo")})["data"]["observation"]["event"] == "started"
+        )
+
+
 def test_a_message_over_the_size_limit_is_refused_and_the_session_goes_on(serve):
     srv = serve(FAKE, max_message_bytes=10_000)
     with open_ws(srv.url) as ws:
-        assert ask(ws, {"type": "reset", "data": {"task_id": "echo"}})["type"] == "observation"
+        assert ask(ws, {"type": "reset", "data": reset_data(task_id="echo")})["type"] == "observation"
         big = ask(ws, {"type": "step", "data": {"op": "call", "tool": "echo", "args": {"text": "x" * 20_000}}})
-        assert big["type"] == "error"
-        assert "[MESSAGE_TOO_LARGE]" in big["data"]["message"] and "max_message_bytes" in big["data"]["message"]
+        assert big["type"] == "error" and big["data"]["code"] == "MESSAGE_TOO_LARGE"
+        assert "max_message_bytes" in big["data"]["message"]
         after = ask(ws, {"type": "step", "data": {"op": "call", "tool": "echo", "args": {"text": "small"}}})
         assert after["data"]["observation"]["text"] == "small"
+
+
+def test_an_oversized_call_is_the_policys_mistake_and_the_rollout_goes_on(serve):
+    shared = Shared(serve(FAKE, max_message_bytes=10_000).url)
+    session = SyncSession(shared)
+    try:
+        session.start("echo")
+        big = session.call("echo", {"text": "x" * 20_000})
+        assert big.error and "larger than the server accepts" in big.text
+        assert session.call("echo", {"text": "ping"}).text == "ping"
+        assert session.end_turn("ping").result.reward == 1.0
+    finally:
+        session.close()
 
 
 def test_unknown_split_and_task_are_typed_errors(serve):
@@ -318,12 +353,13 @@ def test_tasks_and_tools_deploys_once_per_toolset_key(serve, ledger):
     assert ledger.count("deploy") == len(keys)
     no_add = next(r for r in rows if r.id == "no-add")
     assert "add" not in [t.name for t in tools[no_add.toolset_key]]
-    assert no_add.toolset["access"]["ok"]["deny"] == ["add"]
+    assert no_add.toolset.access["ok"]["deny"] == ["add"]
 
 
 def test_probe_reads_the_bundle_name_and_split_sizes(serve):
     info = probe(Shared(serve(INBOX).url))
-    assert (info.name, info.splits) == ("inbox", {"train": 6, "eval": 2})
+    assert (info.name, info.split_sizes()) == ("inbox", {"train": 6, "eval": 2})
+    assert info.protocol == PROTOCOL
 
 
 # --- restarts, shutdown, reaping ---------------------------------------------------------------
@@ -403,7 +439,7 @@ def test_an_idle_session_is_reaped_and_its_episode_torn_down(serve, ledger):
 
 def test_a_half_open_socket_is_reaped(serve, ledger):
     srv = serve(FAKE, idle_timeout=None, thread_options={"ping_interval": 0.2, "ping_timeout": 0.2})
-    sock = half_open(srv.url, {"type": "reset", "data": {"task_id": "echo"}})
+    sock = half_open(srv.url, {"type": "reset", "data": reset_data(task_id="echo")})
     try:
         assert ledger.wait_for("deploy", 1) == 1
         assert ledger.wait_for("teardown", 1) == 1

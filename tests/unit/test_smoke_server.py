@@ -1,8 +1,9 @@
-from agentenv.session import Shared, probe
+from agentenv.settings import Shared
+from agentenv.taskapi import probe
 
 
 def test_serve_process_answers_probe(serve_process):
     server = serve_process()
     info = probe(Shared(server.url))
     assert info.name == "fake"
-    assert info.splits == {"train": 11, "eval": 1, "test": 0}
+    assert info.split_sizes() == {"train": 11, "eval": 1, "test": 0}

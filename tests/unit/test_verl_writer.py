@@ -14,7 +14,8 @@ import yaml
 from agentenv.cli import main as agentenv_main
 from agentenv.errors import Unauthorized
 from agentenv.plugins import plugins
-from agentenv.session import Shared, read_tasks
+from agentenv.settings import Shared
+from agentenv.taskapi import read_tasks
 from agentenv_verl import SUPPORTED
 from agentenv_verl.writer import arrow_schema, main, write
 

@@ -24,9 +24,12 @@ _EXPORTS = {
     "Tool": "env",
     "tool": "env",
     "Episode": "episode",
-    "EpisodeResult": "episode",
-    "Failure": "episode",
+    "EpisodeResult": "wire",
+    "Failure": "wire",
     "Step": "episode",
+    "Session": "session",
+    "Shared": "settings",
+    "Rollout": "rollout",
     "Check": "verifiers",
     "hookimpl": "plugins",
     "plugins": "plugins",
@@ -35,6 +38,8 @@ _EXPORTS = {
     "EnvCrashed": "errors",
     "ToolError": "errors",
     "EpisodeFailed": "errors",
+    "EpisodeLost": "errors",
+    "RolloutFailed": "errors",
 }
 
 __all__ = [
@@ -46,8 +51,13 @@ __all__ = [
     "EnvCrashed",
     "Episode",
     "EpisodeFailed",
+    "EpisodeLost",
     "EpisodeResult",
     "Failure",
+    "Rollout",
+    "RolloutFailed",
+    "Session",
+    "Shared",
     "Step",
     "Task",
     "Tool",
@@ -63,10 +73,14 @@ __all__ = [
 if TYPE_CHECKING:
     from .bundle import Bundle, Task, Toolset, Turn, load_bundle
     from .env import Env, Tool, tool
-    from .episode import Episode, EpisodeResult, Failure, Step
-    from .errors import AgentEnvError, BundleError, EnvCrashed, EpisodeFailed, ToolError
+    from .episode import Episode, Step
+    from .errors import AgentEnvError, BundleError, EnvCrashed, EpisodeFailed, EpisodeLost, RolloutFailed, ToolError
     from .plugins import hookimpl, plugins
+    from .rollout import Rollout
+    from .session import Session
+    from .settings import Shared
     from .verifiers import Check
+    from .wire import EpisodeResult, Failure
 
 
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())

@@ -10,44 +10,16 @@ from __future__ import annotations
 import inspect
 import json
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
+
+from .wire import Tool
 
 __all__ = ["Env", "Tool", "render_result", "tool"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 _TOOL_ATTR = "__agentenv_tool__"
-
-
-@dataclass(frozen=True)
-class Tool:
-    """A tool the model may call: its name, what it does, and the full JSON Schema of its arguments."""
-
-    name: str
-    description: str
-    parameters: dict[str, Any] = field(default_factory=lambda: {"type": "object", "properties": {}})
-
-    def as_openai(self) -> dict[str, Any]:
-        """The OpenAI function-tool form chat templates render."""
-        return {
-            "type": "function",
-            "function": {"name": self.name, "description": self.description, "parameters": self.parameters},
-        }
-
-    def as_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict (the form the server sends)."""
-        return {"name": self.name, "description": self.description, "parameters": self.parameters}
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Tool:
-        """Read the form ``as_dict`` writes."""
-        return cls(
-            name=str(data["name"]),
-            description=str(data.get("description", "")),
-            parameters=dict(data.get("parameters") or {"type": "object", "properties": {}}),
-        )
 
 
 def tool(

@@ -21,9 +21,9 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from .bundle import BASH_TOOL, Bundle, RewardSpec, Task, effective_tools
 from .env import Env, Tool, render_result
@@ -31,70 +31,13 @@ from .errors import EnvCrashed
 from .plugins import Plugins, plugins
 from .schema import argument_errors
 from .verifiers import Check, ToolRecord, as_score
+from .wire import EpisodeResult, Failure, Outcome, Purpose, Seconds
 
 __all__ = ["Episode", "EpisodeResult", "Failure", "Seconds", "Step"]
 
 log = logging.getLogger(__name__)
 
-Outcome = Literal["scored", "failed", "unscored"]
 BASH_OUTPUT_LIMIT = 16_000
-
-
-@dataclass(frozen=True)
-class Failure:
-    """Why the env failed an episode: ``kind`` (deploy, deadline, crash, verifier), ``stage``
-    (deploy, tool, scoring) and the message."""
-
-    kind: str
-    stage: str
-    message: str
-
-
-@dataclass(frozen=True)
-class Seconds:
-    """Where an episode's env time went."""
-
-    deploy: float = 0.0
-    tools: float = 0.0
-    scoring: float = 0.0
-
-    @property
-    def total(self) -> float:
-        """All of it."""
-        return self.deploy + self.tools + self.scoring
-
-
-@dataclass(frozen=True)
-class EpisodeResult:
-    """How an episode ended. ``reward`` is None unless ``outcome`` is ``scored``."""
-
-    task_id: str
-    outcome: Outcome
-    reward: float | None = None
-    scores: dict[str, float | None] = field(default_factory=dict)
-    failure: Failure | None = None
-    reason: str = ""
-    turns: int = 0
-    seconds: Seconds = field(default_factory=Seconds)
-
-    def as_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict (the form the server sends)."""
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> EpisodeResult:
-        """Read the form ``as_dict`` writes."""
-        failure = data.get("failure")
-        return cls(
-            task_id=str(data["task_id"]),
-            outcome=data["outcome"],
-            reward=data.get("reward"),
-            scores=dict(data.get("scores") or {}),
-            failure=Failure(**failure) if failure else None,
-            reason=str(data.get("reason", "")),
-            turns=int(data.get("turns", 0)),
-            seconds=Seconds(**(data.get("seconds") or {})),
-        )
 
 
 @dataclass(frozen=True)
@@ -129,8 +72,10 @@ class Episode:
         reward: RewardArg = None,
         episode_id: str | None = None,
         plugin_set: Plugins | None = None,
+        purpose: Purpose = "play",
     ) -> None:
         self.bundle = bundle
+        self.purpose: Purpose = purpose
         self.task = task
         self.episode_id = episode_id or uuid.uuid4().hex
         self.tool_timeout = tool_timeout

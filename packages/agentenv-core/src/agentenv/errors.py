@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .wire import EpisodeResult, Failure
 
 __all__ = [
     "AgentEnvError",
@@ -12,8 +15,11 @@ __all__ = [
     "BundleProblem",
     "EnvCrashed",
     "EpisodeFailed",
+    "EpisodeLost",
     "PluginError",
     "ProtocolError",
+    "ProtocolMismatch",
+    "RolloutFailed",
     "ServerUnavailable",
     "ToolDeadline",
     "ToolError",
@@ -75,16 +81,62 @@ class EnvCrashed(Exception):
 # --- session layer (client) errors ------------------------------------------------------------
 
 
-class ServerUnavailable(AgentEnvError):
-    """No agentenv server answered at the URL (refused, unreachable, or gone mid-episode)."""
+class EpisodeLost(AgentEnvError):
+    """The env or the server lost the episode (``failure`` says how; see ``agentenv.faults``).
+
+    Never the policy's doing: the episode is replayed or left out, never trained on as a zero.
+    """
+
+    def __init__(self, message: str, *, failure: Failure) -> None:
+        self.failure = failure
+        super().__init__(message)
+
+    @property
+    def kind(self) -> str:
+        """The failure's kind (a row of the fault table)."""
+        return self.failure.kind
+
+    @property
+    def stage(self) -> str:
+        """Where it failed: deploy, tool, scoring, session, client."""
+        return self.failure.stage
 
 
-class AtCapacity(AgentEnvError):
-    """The server holds as many sessions as it allows."""
+class EpisodeFailed(EpisodeLost):
+    """The env failed the episode (deploy, crash, deadline, verifier); ``result`` is the server's account."""
+
+    def __init__(self, message: str, *, failure: Failure, result: EpisodeResult | None = None) -> None:
+        self.result = result
+        super().__init__(message, failure=failure)
+
+
+class ToolDeadline(EpisodeLost):
+    """A tool call (or an end of turn) got no answer from the server within the client's deadline."""
+
+
+class ServerUnavailable(EpisodeLost):
+    """No agentenv server answered at the URL (refused, unreachable, restarting, or gone mid-episode)."""
+
+
+class AtCapacity(ServerUnavailable):
+    """The server holds as many sessions as it allows (or has no resources for another)."""
+
+
+class ProtocolError(EpisodeLost):
+    """The server answered something the session layer cannot read; the episode is lost."""
 
 
 class Unauthorized(AgentEnvError):
     """The server refused the bearer token (missing or wrong)."""
+
+
+class ProtocolMismatch(AgentEnvError):
+    """The server speaks another protocol version than this client; the message says which package to upgrade."""
+
+    def __init__(self, message: str, *, server: int, client: int) -> None:
+        self.server = server
+        self.client = client
+        super().__init__(message)
 
 
 class UnknownSplit(AgentEnvError):
@@ -100,19 +152,18 @@ class UnknownTask(AgentEnvError):
     """The server has no such task (by id, or split and index)."""
 
 
-class ToolDeadline(AgentEnvError):
-    """A tool call (or an end of turn) got no answer within its deadline; the episode is lost."""
+class RolloutFailed(EpisodeLost):
+    """Every attempt at a rollout was lost (or no replay could start in its time budget).
 
+    ``failures`` lists each attempt's failure; ``failure`` is the last one.
+    """
 
-class EpisodeFailed(AgentEnvError):
-    """The env failed the episode (its fault, not the policy's); never train on it as a zero."""
+    def __init__(self, message: str, *, task_id: str, failures: list[Failure]) -> None:
+        self.task_id = task_id
+        self.failures = list(failures)
+        super().__init__(message, failure=self.failures[-1])
 
-    def __init__(self, message: str, *, kind: str, stage: str, result: Any = None) -> None:
-        self.kind = kind
-        self.stage = stage
-        self.result = result  # the EpisodeResult, when the server sent one
-        super().__init__(message)
-
-
-class ProtocolError(AgentEnvError):
-    """The server answered something the session layer did not expect (usually a version mismatch)."""
+    @property
+    def attempts(self) -> int:
+        """How many attempts were played."""
+        return len(self.failures)

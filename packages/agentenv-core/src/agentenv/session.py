@@ -1,144 +1,52 @@
-"""The session layer: the one client every integration uses to reach an agentenv server.
+"""The session layer: the one client every integration uses to play episodes on an agentenv server.
 
-``Shared`` holds the connection settings; ``Session`` (async) and ``SyncSession`` play episodes
-over OpenEnv's own client (``GenericEnvClient`` on ``/ws``) and enforce deadlines on the client side
-too; ``read_tasks``, ``probe`` and ``tasks_and_tools`` read the server's Task API. Errors are typed
-(``agentenv.errors``) and say what to do.
+``Session`` (async) holds one OpenEnv session (``agentenv.transport``) and plays one episode at a time
+on it, with client-side deadlines; ``Session.rollout`` returns a ``Rollout`` (``agentenv.rollout``),
+which replays lost episodes. Every failure is typed by the fault table (``agentenv.faults``): the
+env's and the server's as ``EpisodeLost`` subclasses carrying a ``Failure``, the policy's answered as
+tool answers marked ``error`` (scored). ``agentenv.sync`` has the blocking versions, ``agentenv.taskapi``
+the Task API. This module imports nothing of the engine (bundle, episode, verifiers, plugins).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-import os
-import re
-import threading
 import time
-from collections.abc import Awaitable, Callable, Iterable, Sequence
-from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
-from .env import Tool
-from .episode import EpisodeResult
+from . import wire
 from .errors import (
     AgentEnvError,
     AtCapacity,
     EpisodeFailed,
+    EpisodeLost,
     ProtocolError,
+    ProtocolMismatch,
     ServerUnavailable,
     ToolDeadline,
     Unauthorized,
     UnknownSplit,
     UnknownTask,
 )
-from .wire import Code, Event, Op, parse_coded
+from .faults import RULES
+from .logs import warn_once
+from .settings import Shared
+from .transport import Closed, ErrorFrame, Refused, Transport, TransportError, Unreachable
+from .wire import Code, EpisodeResult, Event, Failure, Op, Purpose, Tool
 
-__all__ = [
-    "ServerInfo",
-    "Session",
-    "Shared",
-    "Started",
-    "SyncSession",
-    "TaskRow",
-    "ToolAnswer",
-    "TurnAnswer",
-    "probe",
-    "read_tasks",
-    "run_sync",
-    "tasks_and_tools",
-]
+if TYPE_CHECKING:
+    from .rollout import Rollout
+
+__all__ = ["Session", "Shared", "Started", "ToolAnswer", "TurnAnswer", "lost_error", "mismatch", "unauthorized"]
 
 log = logging.getLogger("agentenv.session")
-T = TypeVar("T")
 
-
-# ---------------------------------------------------------------------------------------------
-# Settings and records
-# ---------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Shared:
-    """Connection settings every integration shares.
-
-    ``url``: the server (``http://host:port``). ``token_var``: the environment variable holding the
-    bearer token; it is read when used, so the token never sits in a config file. ``tool_timeout``:
-    the deadline of a tool call; ``reset_timeout``: of opening a session, a deploy, and an end of turn
-    (the last runs the verifiers). ``waits_for_server``: wait out a server that refuses connections or
-    is at capacity, within ``reset_timeout``. ``margin``: extra seconds the client allows past the
-    server's own deadlines, so the server's verdict normally arrives first.
-    """
-
-    url: str
-    token_var: str | None = None
-    tool_timeout: float = 60.0
-    reset_timeout: float = 300.0
-    waits_for_server: bool = False
-    margin: float = 10.0
-
-    def __post_init__(self) -> None:
-        if not re.match(r"^(https?|wss?)://[^/\s]+", self.url):
-            raise AgentEnvError(f"server URL {self.url!r} is not of the form http://host:port; fix the URL")
-        object.__setattr__(self, "url", self.url.rstrip("/"))
-
-    def token(self) -> str | None:
-        """The bearer token from ``$token_var`` (None without a variable); refuses an unset one."""
-        if self.token_var is None:
-            return None
-        token = os.environ.get(self.token_var)
-        if not token:
-            raise Unauthorized(
-                f"${self.token_var} is not set or empty, but the token for {self.url} is read from it: "
-                f"export {self.token_var}=<token the server was started with>"
-            )
-        return token
-
-    def headers(self) -> dict[str, str]:
-        """The HTTP headers every request carries (the Authorization header when a token is set)."""
-        token = self.token()
-        return {"Authorization": f"Bearer {token}"} if token else {}
-
-    @property
-    def http_url(self) -> str:
-        """The server's base URL over HTTP(S)."""
-        return re.sub(r"^ws", "http", self.url)
-
-
-@dataclass(frozen=True)
-class TaskRow:
-    """A task as the server's Task API lists it."""
-
-    id: str
-    split: str
-    index: int
-    system: str
-    prompt: str
-    turns: int
-    toolset_key: str
-    toolset: dict[str, Any] = field(default_factory=dict)
-    steps: list[str] = field(default_factory=list)  # every verifier's step id, in turn order
-
-    def messages(self) -> list[dict[str, str]]:
-        """The prompt as chat messages: the system prompt (when there is one), then the first prompt."""
-        out = [{"role": "system", "content": self.system}] if self.system else []
-        return [*out, {"role": "user", "content": self.prompt}]
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> TaskRow:
-        """Read a Task API row."""
-        return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
-
-
-@dataclass(frozen=True)
-class ServerInfo:
-    """What ``probe`` learns: the bundle's name and description, agentenv's version, and each split's size."""
-
-    url: str
-    name: str
-    description: str
-    version: str
-    splits: dict[str, int]
+EPISODE_OVER = "the episode is over"
+# failure kinds a session with waits_for_server waits out at the start of an episode (the fault table's ``wait``)
+_WAITED = frozenset(r.kind for r in RULES if r.wait)
 
 
 @dataclass(frozen=True)
@@ -183,112 +91,86 @@ class TurnAnswer:
 
 
 # ---------------------------------------------------------------------------------------------
-# OpenEnv's client, imported without its web UI
+# What went wrong, as typed errors with the fix
 # ---------------------------------------------------------------------------------------------
 
 
-def _client_class() -> Any:
-    """OpenEnv's ``GenericEnvClient`` (imported on first use, without OpenEnv's web UI)."""
-    from ._openenv import import_openenv
-
-    import_openenv()
-    from openenv.core.generic_client import GenericEnvClient
-
-    return GenericEnvClient
+def lost_error(kind: str, stage: str, message: str, cls: type[EpisodeLost] = ServerUnavailable) -> EpisodeLost:
+    """An ``EpisodeLost`` of ``cls`` for failure ``kind`` (a row of the fault table)."""
+    return cls(message, failure=Failure(kind, stage, message))
 
 
-# ---------------------------------------------------------------------------------------------
-# Errors from OpenEnv's client, as agentenv's typed errors
-# ---------------------------------------------------------------------------------------------
+def unauthorized(shared: Shared) -> Unauthorized:
+    """The error for a refused token, naming the variable to set."""
+    via = f" from ${shared.token_var}" if shared.token_var else ""
+    fix = (
+        f"set ${shared.token_var} to the token the server was started with"
+        if shared.token_var
+        else "pass token_var= (or --token-var) naming the variable that holds the server's token"
+    )
+    return Unauthorized(f"{shared.url} refused the bearer token{via}: {fix}")
 
-_SERVER_ERROR = re.compile(r"^Server error: (.*) \(code: ([A-Z_]+)\)$", re.DOTALL)
+
+def mismatch(shared: Shared, server: int) -> ProtocolMismatch:
+    """The error for a server of another protocol version, naming the package to upgrade."""
+    if server < wire.PROTOCOL:
+        fix = "upgrade agentenv-server where the server runs (pip install -U agentenv-server)"
+    else:
+        fix = "upgrade agentenv-core here (pip install -U agentenv-core, with the integration you use)"
+    return ProtocolMismatch(
+        f"{shared.url} speaks agentenv protocol {server}, this client speaks {wire.PROTOCOL}: {fix}",
+        server=server,
+        client=wire.PROTOCOL,
+    )
 
 
-def _translate(exc: BaseException, shared: Shared) -> AgentEnvError:
-    """One typed error, with what to do, for whatever OpenEnv's client raised."""
-    if isinstance(exc, AgentEnvError):
-        return exc
-    if isinstance(exc, RuntimeError) and (m := _SERVER_ERROR.match(str(exc))):
-        message, frame_code = m.group(1), m.group(2)
-        code, text = parse_coded(message)
-        if frame_code == Code.CAPACITY:
-            return AtCapacity(f"{shared.url}: {text}")
-        if code == Code.UNKNOWN_SPLIT:
-            return UnknownSplit(f"{shared.url}: {text}")
-        if code == Code.UNKNOWN_TASK:
-            return UnknownTask(f"{shared.url}: {text}")
-        if code == Code.IDLE:
-            return ServerUnavailable(f"{shared.url} closed the session: {text}")
-        return ProtocolError(f"{shared.url} refused a request: {text} (code {code or frame_code})")
-    status = _http_status(exc)
-    if status == 401:
-        via = f" from ${shared.token_var}" if shared.token_var else ""
-        fix = (
-            f"set ${shared.token_var} to the token the server was started with"
-            if shared.token_var
-            else "pass token_var= (or --token-var) naming the variable that holds the server's token"
+def _from_transport(exc: TransportError, shared: Shared, stage: str) -> AgentEnvError:
+    url = shared.url
+    if isinstance(exc, Refused):
+        if exc.status == 401:
+            return unauthorized(shared)
+        return lost_error("unreachable", stage, f"{url} refused the session with HTTP {exc.status}: {exc.body[:200]}")
+    if isinstance(exc, Unreachable):
+        return lost_error(
+            "unreachable",
+            stage,
+            f"no agentenv server answered at {url} ({exc}). Start one (agentenv serve BUNDLE --port PORT) or fix "
+            "the URL; waits_for_server=True waits for it within reset_timeout",
         )
-        return Unauthorized(f"{shared.url} refused the bearer token{via}: {fix}")
-    closed = _close_code(exc)
-    if closed == 1012:
-        return ServerUnavailable(f"{shared.url} is restarting (it closed the session with code 1012); the "
-                                 "episode was lost. Retry, or use waits_for_server=True to wait for it")  # fmt: skip
-    if closed is not None:
-        return ServerUnavailable(f"{shared.url} closed the session (code {closed}); the episode was lost")
-    if isinstance(exc, ConnectionError | OSError | TimeoutError):
-        return ServerUnavailable(
-            f"no agentenv server answered at {shared.url} ({_root(exc)}). Start one (agentenv serve BUNDLE "
-            "--port PORT) or fix the URL; waits_for_server=True waits for it within reset_timeout"
-        )
-    return ProtocolError(f"{shared.url}: unexpected {type(exc).__name__}: {exc}")
+    if isinstance(exc, Closed):
+        if exc.code == 1012:
+            return lost_error("restarting", stage, f"{url} is restarting (it closed the session with code 1012); the "
+                              "episode was lost. Retry, or use waits_for_server=True to wait for it")  # fmt: skip
+        if exc.reason == "idle" or exc.code == 1001:
+            return lost_error("idle", stage, f"{url} closed the session: it was idle longer than the server's "
+                              "idle_timeout; the episode was lost")  # fmt: skip
+        return lost_error("connection_lost", stage, f"{url} closed the session (code {exc.code}); the episode was lost")
+    assert isinstance(exc, ErrorFrame)
+    if exc.code == Code.CAPACITY:
+        return lost_error("capacity", stage, f"{url}: {exc.message}", AtCapacity)
+    if exc.code == Code.OUT_OF_RESOURCES:
+        return lost_error("out_of_resources", stage, f"{url}: {exc.message}", AtCapacity)
+    if exc.code == Code.IDLE:
+        return lost_error("idle", stage, f"{url} closed the session: {exc.message}")
+    if exc.code == Code.RESTARTING:
+        return lost_error("restarting", stage, f"{url} is restarting: {exc.message}; the episode was lost")
+    return lost_error("protocol", stage, f"{url} refused a request: {exc.message} (code {exc.code})", ProtocolError)
 
 
-def _chain(exc: BaseException) -> Iterable[BaseException]:
-    seen = set()
-    while exc is not None and id(exc) not in seen:
-        seen.add(id(exc))
-        yield exc
-        exc = exc.__cause__ or exc.__context__  # type: ignore[assignment]
-
-
-def _http_status(exc: BaseException) -> int | None:
-    for e in _chain(exc):
-        response = getattr(e, "response", None)
-        status = getattr(response, "status_code", None)
-        if isinstance(status, int):
-            return status
-    return None
-
-
-def _close_code(exc: BaseException) -> int | None:
-    for e in _chain(exc):
-        rcvd = getattr(e, "rcvd", None)
-        if rcvd is not None and getattr(rcvd, "code", None) is not None:
-            return int(rcvd.code)
-        if type(e).__name__.startswith("ConnectionClosed"):
-            return 1006
-    return None
-
-
-def _root(exc: BaseException) -> str:
-    last = list(_chain(exc))[-1]
-    return f"{type(last).__name__}: {last}" if str(last) else type(last).__name__
+def _refused(problem: wire.Problem, shared: Shared) -> AgentEnvError:
+    text = f"{shared.url}: {problem.message}"
+    if problem.code == Code.UNKNOWN_SPLIT:
+        return UnknownSplit(text)
+    if problem.code == Code.UNKNOWN_TASK:
+        return UnknownTask(text)
+    if problem.code == Code.BAD_RESET:
+        return AgentEnvError(text)
+    return lost_error("protocol", "session", f"{text} (code {problem.code})", ProtocolError)
 
 
 # ---------------------------------------------------------------------------------------------
 # Sessions
 # ---------------------------------------------------------------------------------------------
-
-_warned: set[str] = set()
-_warned_lock = threading.Lock()
-
-
-def _warn_once(url: str, why: str) -> None:
-    with _warned_lock:
-        if url in _warned:
-            return
-        _warned.add(url)
-    log.warning("waiting for the agentenv server at %s: %s", url, why)
 
 
 class Session:
@@ -301,201 +183,237 @@ class Session:
 
     def __init__(self, shared: Shared) -> None:
         self.shared = shared
-        self._client: Any = None
+        self._transport: Transport | None = None
         self.started: Started | None = None
         self.result: EpisodeResult | None = None
         self.deployed = False
         self.env_seconds = 0.0
         self.episodes = 0
 
-    async def _connect(self) -> Any:
-        if self._client is None:
-            self._client = _client_class()(
-                base_url=self.shared.http_url,
-                connect_timeout_s=min(30.0, self.shared.reset_timeout),
-                # our own deadlines come first; this is the backstop
-                message_timeout_s=self.shared.reset_timeout + self.shared.tool_timeout + 2 * self.shared.margin,
+    def rollout(self, task_id: str, *, attempts: int = 1, budget: float | None = None) -> Rollout:
+        """A ``Rollout`` of ``task_id`` on this session: up to ``attempts`` episodes, no replay starting
+        once ``budget`` seconds (default: ``reset_timeout``) have passed since it began."""
+        from .rollout import Rollout
+
+        return Rollout(self, task_id, attempts=attempts, budget=budget)
+
+    # -- the connection --------------------------------------------------------------------------
+
+    def _connection(self) -> Transport:
+        if self._transport is None:
+            self._transport = Transport(
+                self.shared.ws_url,
                 headers=self.shared.headers(),
+                open_timeout=min(30.0, self.shared.reset_timeout),
+                use_proxy=not self.shared.loopback,
             )
-        await self._client.connect()
-        return self._client
+        return self._transport
 
-    async def _drop(self) -> None:
-        client, self._client = self._client, None
-        if client is not None:
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(client.close(), 5.0)
+    def _drop(self) -> None:
+        """Forget the connection without a goodbye (a request on it was abandoned or failed)."""
+        transport, self._transport = self._transport, None
+        if transport is not None:
+            transport.abort()
 
-    async def start(self, task_id: str | None = None, *, split: str | None = None, index: int | None = None) -> Started:
+    async def _request(
+        self, kind: str, data: Mapping[str, Any], seconds: float, what: str, stage: str
+    ) -> wire.Observation:
+        transport = self._connection()
+        began = time.monotonic()
+        try:
+            async with asyncio.timeout(seconds):
+                answer = await transport.request(kind, data)
+        except TimeoutError:
+            self._drop()
+            raise lost_error("deadline", "client", f"{what} got no answer from {self.shared.url} within {seconds:g} s; "
+                             "the episode is lost (not the policy's doing: leave it out of training)",
+                             ToolDeadline) from None  # fmt: skip
+        except ErrorFrame as exc:
+            if exc.code == Code.TOO_LARGE and transport.is_open:
+                raise  # the policy's doing; the caller answers it and the session goes on
+            self._drop()
+            raise _from_transport(exc, self.shared, stage) from None
+        except TransportError as exc:
+            self._drop()
+            raise _from_transport(exc, self.shared, stage) from None
+        finally:
+            self.env_seconds += time.monotonic() - began
+        observation = answer.get("observation")
+        try:
+            return wire.read(wire.Observation, observation, f"the answer of {self.shared.url} to {what}")
+        except wire.WireError as exc:
+            self._drop()
+            raise lost_error("protocol", stage, str(exc), ProtocolError) from None
+
+    # -- episodes ----------------------------------------------------------------------------------
+
+    async def start(
+        self,
+        task_id: str | None = None,
+        *,
+        split: str | None = None,
+        index: int | None = None,
+        purpose: Purpose = "play",
+    ) -> Started:
         """Start a task by id, or by split and index; returns before the deploy ends.
 
         A previous episode on this session is ended first. With ``waits_for_server``, a server that
-        refuses connections or is at capacity is waited out within ``reset_timeout``.
+        refuses connections, restarts or is at capacity is waited out within ``reset_timeout``.
         """
         if task_id is None and (split is None or index is None):
             raise AgentEnvError("start() needs task_id, or split and index")
-        data: dict[str, Any] = {"task_id": task_id} if task_id is not None else {"split": split, "index": index}
+        reset = wire.Reset(task_id=task_id, split=split, index=index, purpose=purpose)
+        data = reset.model_dump(exclude_none=True)
         began = time.monotonic()
         deadline = began + self.shared.reset_timeout
         delay = 0.05
         self.started, self.result, self.deployed = None, None, False
-        try:
-            while True:
-                try:
-                    async with asyncio.timeout(max(0.0, deadline - time.monotonic()) + self.shared.margin):
-                        client = await self._connect()
-                        reply = await client.reset(**data)
-                    break
-                except TimeoutError as exc:
-                    await self._drop()
-                    raise ServerUnavailable(f"{self.shared.url} did not start the episode within reset_timeout="
-                                            f"{self.shared.reset_timeout:g} s") from exc  # fmt: skip
-                except Exception as exc:
-                    error = _translate(exc, self.shared)
-                    await self._drop()
-                    retry = isinstance(error, ServerUnavailable | AtCapacity) and self.shared.waits_for_server
-                    if not retry or time.monotonic() + delay > deadline:
-                        if retry:
-                            raise type(error)(f"{error} (waited {time.monotonic() - began:.0f} s, reset_timeout="
-                                              f"{self.shared.reset_timeout:g})") from exc  # fmt: skip
-                        raise error from exc
-                    _warn_once(self.shared.url, str(error))
-                    await asyncio.sleep(delay)
-                    delay = min(delay * 2, 2.0)
-        finally:
-            self.env_seconds += time.monotonic() - began
-        obs = reply.observation
-        if obs.get("event") != Event.STARTED:
-            raise ProtocolError(
-                f"{self.shared.url} answered a reset with {obs.get('event')!r}; is it an agentenv server?"
-            )
+        if self._transport is not None and not self._transport.is_open:
+            self._drop()  # the server closed it since the last episode (a restart, the idle reaper)
+        while True:
+            reused = self._transport is not None
+            try:
+                left = max(0.0, deadline - time.monotonic())
+                obs = await self._request("reset", data, left + self.shared.margin, "a reset", "session")
+                break
+            except EpisodeLost as exc:
+                if reused and exc.failure.kind in ("connection_lost", "restarting", "idle"):
+                    continue  # the connection of the previous episode was gone; this episode never started
+                waits = self.shared.waits_for_server and exc.failure.kind in _WAITED
+                if not waits or time.monotonic() + delay > deadline:
+                    if waits:
+                        waited = (
+                            f" (waited {time.monotonic() - began:.0f} s, reset_timeout={self.shared.reset_timeout:g})"
+                        )
+                        raise type(exc)(f"{exc}{waited}", failure=exc.failure) from None
+                    raise
+                warn_once(
+                    log, f"wait:{self.shared.url}", "waiting for the agentenv server at %s: %s", self.shared.url, exc
+                )
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 2.0)
+        if obs.event == Event.ERROR and obs.problem is not None:
+            raise _refused(obs.problem, self.shared)
+        if obs.protocol != wire.PROTOCOL:
+            self._drop()
+            raise mismatch(self.shared, obs.protocol)
+        if obs.event != Event.STARTED:
+            self._drop()
+            raise lost_error("protocol", "session", f"{self.shared.url} answered a reset with {obs.event!r}; is it "
+                             "an agentenv server?", ProtocolError)  # fmt: skip
         self.episodes += 1
         self.started = Started(
-            episode_id=obs["episode_id"],
-            task_id=obs["task_id"],
-            split=obs["split"],
-            index=obs["index"],
-            system=obs["system"],
-            prompt=obs["prompt"],
-            turns=obs["turns"],
-            tools=[Tool.from_dict(t) for t in obs["tools"]],
-            toolset_key=obs["toolset_key"],
+            episode_id=obs.episode_id,
+            task_id=obs.task_id,
+            split=obs.split,
+            index=obs.index,
+            system=obs.system,
+            prompt=obs.prompt,
+            turns=obs.turns,
+            tools=[Tool.from_dict(t) for t in obs.tools],
+            toolset_key=obs.toolset_key,
         )
-        self.deployed = bool(obs.get("deployed"))
-        self._take_result(obs)
+        self._take(obs)
         return self.started
 
-    def _take_result(self, obs: dict[str, Any]) -> EpisodeResult | None:
-        if obs.get("result") is not None:
-            self.result = EpisodeResult.from_dict(obs["result"])
-        self.deployed = self.deployed or bool(obs.get("deployed"))
+    def _take(self, obs: wire.Observation) -> EpisodeResult | None:
+        if obs.result is not None:
+            self.result = EpisodeResult.from_dict(obs.result)
+        self.deployed = self.deployed or obs.deployed
         return self.result
 
     def _failed(self, result: EpisodeResult) -> EpisodeFailed:
-        failure = result.failure
-        assert failure is not None
-        error = EpisodeFailed(
-            f"the env failed episode {self.started.episode_id if self.started else '?'} of task {result.task_id!r} "
-            f"(kind {failure.kind}, stage {failure.stage}): {failure.message}. It is not the policy's doing: "
-            "replay it or leave it out, never train on it as a zero",
-            kind=failure.kind,
-            stage=failure.stage,
+        failure = result.failure or Failure("crash", "session", "the server ended the episode failed without a reason")
+        episode = self.started.episode_id if self.started else "?"
+        return EpisodeFailed(
+            f"the env failed episode {episode} of task {result.task_id!r} ({failure.kind} during {failure.stage}): "
+            f"{failure.message}. It is not the policy's doing: replay it or leave it out, never train on it as a zero",
+            failure=failure,
             result=result,
         )
-        return error
 
-    def _check_open(self) -> None:
-        """Refuse to step on a socket the server closed: OpenEnv's client would silently reconnect to a new,
-        empty session, and the episode is gone with the old one."""
-        ws = getattr(self._client, "_ws", None)  # OpenEnv's client has no public "is connected" yet
-        if ws is not None and getattr(ws, "close_code", None) is None:
-            return
-        code = getattr(ws, "close_code", None)
-        reason = getattr(ws, "close_reason", "") or ""
-        if code == 1012:
-            why = "it is restarting (close code 1012)"
-        elif reason == "idle":
-            why = "the session was idle longer than the server's idle_timeout"
-        else:
-            why = f"the connection closed (code {code})" if code else "the connection is gone"
-        raise ServerUnavailable(f"{self.shared.url} ended this session: {why}; the episode was lost (not the "
-                                "policy's doing: replay it or leave it out)")  # fmt: skip
-
-    async def _step(self, action: dict[str, Any], deadline: float, what: str) -> dict[str, Any]:
-        if self.started is None or self._client is None:
+    async def _step(self, action: wire.Action, seconds: float, what: str) -> wire.Observation | None:
+        """One step; None when the server dropped it as too large (the policy's doing)."""
+        if self.started is None:
             raise AgentEnvError(f"{what} before start(): start a task first")
+        if self._transport is None or not self._transport.is_open:
+            self._drop()
+            raise lost_error("connection_lost", "session", f"{self.shared.url} ended this session; the episode was "
+                             "lost (not the policy's doing: replay it or leave it out)")  # fmt: skip
         try:
-            self._check_open()
-        except ServerUnavailable:
-            await self._drop()
-            raise
-        began = time.monotonic()
-        try:
-            async with asyncio.timeout(deadline + self.shared.margin):
-                reply = await self._client.step(action)
-        except TimeoutError:
-            await self._drop()
-            raise ToolDeadline(
-                f"{what} got no answer from {self.shared.url} within {deadline + self.shared.margin:g} s; the "
-                "episode is lost (not the policy's doing: leave it out of training)"
-            ) from None
-        except Exception as exc:
-            error = _translate(exc, self.shared)
-            await self._drop()
-            raise error from exc
-        finally:
-            self.env_seconds += time.monotonic() - began
-        return reply.observation
+            obs = await self._request("step", action.model_dump(), seconds + self.shared.margin, what, "session")
+        except ErrorFrame:
+            return None  # MESSAGE_TOO_LARGE: the frame was dropped and the session goes on
+        if obs.event == Event.ERROR and obs.problem is not None:
+            raise _refused(obs.problem, self.shared)
+        return obs
 
     def _tool_deadline(self) -> float:
         # the first call waits for the deploy, which has its own (reset) deadline
         return self.shared.tool_timeout + (0.0 if self.deployed else self.shared.reset_timeout)
 
     async def call(self, tool: str, args: dict[str, Any]) -> ToolAnswer:
-        """Call a tool. Raises ``EpisodeFailed`` when the env failed, ``ToolDeadline`` when nothing came back."""
+        """Call a tool. Policy faults come back as answers with ``error`` set; env and server faults raise
+        ``EpisodeLost`` (``EpisodeFailed``, ``ToolDeadline``, ``ServerUnavailable``...)."""
         if self.result is not None:
             if self.result.outcome == "failed":
                 raise self._failed(self.result)
-            raise AgentEnvError(f"episode of task {self.result.task_id!r} is over; start another")
-        obs = await self._step({"op": Op.CALL, "tool": tool, "args": args}, self._tool_deadline(), f"tool {tool!r}")
-        result = self._take_result(obs)
+            return ToolAnswer(f"error: {EPISODE_OVER}; {tool} was not called", error=True)
+        action = wire.Action(op=Op.CALL, tool=tool, args=args)
+        obs = await self._step(action, self._tool_deadline(), f"tool {tool!r}")
+        if obs is None:
+            return ToolAnswer(f"error: the call to {tool!r} is larger than the server accepts; it was not run. "
+                              "Send smaller arguments", error=True)  # fmt: skip
+        result = self._take(obs)
         if result is not None:
             if result.outcome == "failed":
                 raise self._failed(result)
-            raise ProtocolError(f"{self.shared.url} ended the episode on a tool call without a failure")
-        return ToolAnswer(text=obs.get("text", ""), error=bool(obs.get("error")))
+            raise lost_error("protocol", "session", f"{self.shared.url} ended the episode on a tool call without a "
+                             "failure", ProtocolError)  # fmt: skip
+        return ToolAnswer(text=obs.text, error=obs.error)
 
     async def end_turn(self, reply: str) -> TurnAnswer:
         """End the open turn with ``reply``; returns the next prompt, or the result when it was the last turn.
 
-        Waits up to the reset deadline (the last turn runs the verifiers). Raises ``EpisodeFailed``
-        when the env failed.
+        Waits up to the reset deadline (the last turn runs the verifiers). A reply larger than the server
+        accepts is replaced by an empty one (the policy's doing: scored). Raises ``EpisodeFailed`` when
+        the env failed.
         """
         if self.result is not None:
             if self.result.outcome == "failed":
                 raise self._failed(self.result)
             return TurnAnswer(prompt=None, result=self.result)
-        deadline = self.shared.reset_timeout + (0.0 if self.deployed else self.shared.reset_timeout)
-        obs = await self._step({"op": Op.END_TURN, "reply": reply}, deadline, "end_turn")
-        result = self._take_result(obs)
+        seconds = self.shared.reset_timeout + (0.0 if self.deployed else self.shared.reset_timeout)
+        obs = await self._step(wire.Action(op=Op.END_TURN, reply=reply), seconds, "end_turn")
+        if obs is None:
+            warn_once(log, f"too-large:{self.shared.url}", "a reply was larger than %s accepts; its turn was ended "
+                      "with an empty reply (scored)", self.shared.url)  # fmt: skip
+            obs = await self._step(wire.Action(op=Op.END_TURN, reply=""), seconds, "end_turn")
+            if obs is None:
+                raise lost_error("protocol", "session", f"{self.shared.url} refused an empty end_turn as too large",
+                                 ProtocolError)  # fmt: skip
+        result = self._take(obs)
         if result is not None:
             if result.outcome == "failed":
                 raise self._failed(result)
             return TurnAnswer(prompt=None, result=result)
-        return TurnAnswer(prompt=obs.get("prompt", ""), result=None)
+        return TurnAnswer(prompt=obs.prompt, result=None)
 
     async def finish(self) -> EpisodeResult:
         """End the episode now (torn down at once); unscored when turns were left."""
         if self.result is None:
-            obs = await self._step({"op": Op.FINISH}, self.shared.reset_timeout, "finish")
-            if self._take_result(obs) is None:
-                raise ProtocolError(f"{self.shared.url} did not return a result for finish")
+            obs = await self._step(wire.Action(op=Op.FINISH), self.shared.reset_timeout, "finish")
+            if obs is None or self._take(obs) is None:
+                raise lost_error("protocol", "session", f"{self.shared.url} did not return a result for finish",
+                                 ProtocolError)  # fmt: skip
         assert self.result is not None
         return self.result
 
     async def close(self) -> None:
         """End the session (the server tears down an episode still running)."""
-        await self._drop()
+        transport, self._transport = self._transport, None
+        if transport is not None:
+            await transport.close()
         self.started = None
 
     async def __aenter__(self) -> Session:
@@ -503,186 +421,3 @@ class Session:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
-
-
-# ---------------------------------------------------------------------------------------------
-# Sync use: one background event loop per process
-# ---------------------------------------------------------------------------------------------
-
-_loop: asyncio.AbstractEventLoop | None = None
-_loop_lock = threading.Lock()
-
-
-def _background_loop() -> asyncio.AbstractEventLoop:
-    global _loop
-    with _loop_lock:
-        if _loop is None or _loop.is_closed():
-            loop = asyncio.new_event_loop()
-            threading.Thread(target=loop.run_forever, name="agentenv-session-loop", daemon=True).start()
-            _loop = loop
-        return _loop
-
-
-def _forget_loop() -> None:  # a forked child must not use its parent's loop thread (it does not exist there)
-    global _loop
-    _loop = None
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_forget_loop)
-
-
-def run_sync(coro: Awaitable[T], timeout: float | None = None) -> T:
-    """Run ``coro`` on agentenv's background event loop and wait for it (from any thread but that loop's)."""
-    loop = _background_loop()
-    future = asyncio.run_coroutine_threadsafe(coro, loop)  # type: ignore[arg-type]
-    try:
-        return future.result(timeout)
-    except BaseException:
-        future.cancel()
-        raise
-
-
-class SyncSession:
-    """``Session`` for synchronous code (TRL's environments): the same methods, blocking."""
-
-    def __init__(self, shared: Shared) -> None:
-        self.session = Session(shared)
-
-    @property
-    def shared(self) -> Shared:
-        return self.session.shared
-
-    @property
-    def started(self) -> Started | None:
-        return self.session.started
-
-    @property
-    def result(self) -> EpisodeResult | None:
-        return self.session.result
-
-    @property
-    def env_seconds(self) -> float:
-        return self.session.env_seconds
-
-    def start(self, task_id: str | None = None, *, split: str | None = None, index: int | None = None) -> Started:
-        """See ``Session.start``."""
-        return run_sync(self.session.start(task_id, split=split, index=index))
-
-    def call(self, tool: str, args: dict[str, Any]) -> ToolAnswer:
-        """See ``Session.call``."""
-        return run_sync(self.session.call(tool, args))
-
-    def end_turn(self, reply: str) -> TurnAnswer:
-        """See ``Session.end_turn``."""
-        return run_sync(self.session.end_turn(reply))
-
-    def finish(self) -> EpisodeResult:
-        """See ``Session.finish``."""
-        return run_sync(self.session.finish())
-
-    def close(self) -> None:
-        """See ``Session.close``."""
-        with contextlib.suppress(RuntimeError):
-            run_sync(self.session.close(), timeout=30)
-
-
-# ---------------------------------------------------------------------------------------------
-# The Task API
-# ---------------------------------------------------------------------------------------------
-
-
-def _http(shared: Shared, method: str, path: str, json: Any = None) -> Any:
-    import httpx
-
-    try:
-        response = httpx.request(
-            method, shared.http_url + path, json=json, headers=shared.headers(), timeout=min(shared.reset_timeout, 60.0)
-        )
-    except httpx.HTTPError as exc:
-        raise ServerUnavailable(
-            f"no agentenv server answered at {shared.url} ({type(exc).__name__}: {exc}). Start one (agentenv serve "
-            "BUNDLE --port PORT) or fix the URL"
-        ) from None
-    if response.status_code == 401:
-        raise _translate(_Status(401), shared)
-    if response.status_code == 404 and path.endswith("/tasks") and isinstance(json, dict):
-        detail = (
-            response.json().get("detail")
-            if response.headers.get("content-type", "").startswith("application/json")
-            else None
-        )
-        if isinstance(detail, dict):
-            raise UnknownSplit(f"{shared.url}: {detail.get('message')}", split=json.get("split", ""),
-                               splits=detail.get("splits"))  # fmt: skip
-    if response.status_code >= 400:
-        raise ProtocolError(f"{shared.url}{path} answered HTTP {response.status_code}: {response.text[:300]}")
-    return response.json()
-
-
-class _Status(Exception):
-    def __init__(self, status: int) -> None:
-        super().__init__(f"HTTP {status}")
-        self.response = type("R", (), {"status_code": status})()
-
-
-def _env_name(shared: Shared) -> str:
-    names = _http(shared, "GET", "/list_environments")
-    if not isinstance(names, list) or len(names) != 1:
-        raise ProtocolError(f"{shared.url}/list_environments answered {names!r}; is it an agentenv server?")
-    return str(names[0])
-
-
-def probe(shared: Shared) -> ServerInfo:
-    """Ask the server what it serves: bundle name, description, version and split sizes."""
-    name = _env_name(shared)
-    meta = _http(shared, "GET", "/metadata")
-    splits = _http(shared, "GET", f"/{name}/splits")
-    return ServerInfo(
-        url=shared.url,
-        name=name,
-        description=str(meta.get("description", "")),
-        version=str(meta.get("version", "")),
-        splits={s["name"]: int(s.get("num_tasks", 0)) for s in splits},
-    )
-
-
-def read_tasks(shared: Shared, split: str) -> list[TaskRow]:
-    """The tasks of ``split`` (``UnknownSplit`` names the splits that exist)."""
-    name = _env_name(shared)
-    rows = _http(shared, "POST", f"/{name}/tasks", json={"split": split})["tasks"]
-    return [TaskRow.from_dict(r) for r in rows]
-
-
-def tasks_and_tools(
-    shared: Shared,
-    splits: str | Sequence[str],
-    *,
-    progress: Callable[[str], None] | None = None,
-) -> tuple[list[TaskRow], dict[str, list[Tool]]]:
-    """The rows of ``splits`` and the tools of each toolset key.
-
-    The tools come from playing one task per toolset key, one at a time: a reset lists them and the
-    episode is finished at once (one deploy per key).
-    """
-    names = [splits] if isinstance(splits, str) else list(splits)
-    rows = [row for split in names for row in read_tasks(shared, split)]
-    first: dict[str, TaskRow] = {}
-    for row in rows:
-        first.setdefault(row.toolset_key, row)
-
-    async def play_each() -> dict[str, list[Tool]]:
-        tools: dict[str, list[Tool]] = {}
-        session = Session(shared)
-        try:
-            for key, row in first.items():
-                if progress is not None:
-                    progress(key)
-                started = await session.start(row.id)
-                tools[key] = started.tools
-                await session.finish()
-        finally:
-            await session.close()
-        return tools
-
-    return rows, run_sync(play_each())

@@ -1,22 +1,65 @@
-"""What agentenv's server and session layer say to each other on top of OpenEnv's ``/ws`` protocol.
+"""The agentenv protocol: everything the server and the session layer say to each other, typed and versioned.
 
-An episode is an OpenEnv session: ``reset`` starts a task (``task_id``, or ``split`` and ``index``),
-each ``step`` is an ``EpisodeAction``. Errors the session layer must tell apart travel in OpenEnv's
-error frames as ``[CODE] message``. Both sides import these names, so they cannot drift apart.
+It rides on OpenEnv's ``/ws`` protocol (JSON text frames): a ``reset`` frame's data is a ``Reset``, a
+``step`` frame's data is an ``Action``, and every observation the server sends is an ``Observation``
+whose ``event`` says what it answers (``started``, ``tool``, ``turn``, ``result``, or ``error`` for a
+request the server refused while the session goes on). Over HTTP, ``GET /agentenv`` answers a
+``ServerInfo`` and OpenEnv's Task API routes answer ``TaskRow`` records.
+
+Both sides import these models, so they cannot drift apart; ``PROTOCOL`` changes with any change a peer
+of the other version could not read. The server announces its version in ``ServerInfo`` and in every
+``started`` observation; the client refuses a mismatch (``ProtocolMismatch``). Unknown fields are
+ignored (a newer peer may add some) unless ``$AGENTENV_STRICT_WIRE`` is set, as the tests do.
 """
 
 from __future__ import annotations
 
-import re
-from typing import Final
+import logging
+import os
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any, Final, Literal, TypeVar
 
-__all__ = ["Code", "Event", "Op", "coded", "parse_coded"]
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-PROTOCOL: Final = 1
+from .faults import Fault, fault_of
+
+__all__ = [
+    "PROTOCOL",
+    "STRICT_VAR",
+    "Action",
+    "ActionFields",
+    "Code",
+    "EpisodeResult",
+    "Event",
+    "Failure",
+    "Observation",
+    "ObservationFields",
+    "Op",
+    "Problem",
+    "Purpose",
+    "Reset",
+    "Seconds",
+    "ServerInfo",
+    "SplitInfo",
+    "TaskRow",
+    "Tool",
+    "ToolsetInfo",
+    "WireError",
+    "read",
+    "unknown_fields",
+]
+
+log = logging.getLogger("agentenv.wire")
+
+PROTOCOL: Final = 2
+STRICT_VAR: Final = "AGENTENV_STRICT_WIRE"
+
+Purpose = Literal["play", "probe", "check"]
 
 
 class Op:
-    """``step`` actions (the ``op`` field)."""
+    """``Action.op``: what a step asks for."""
 
     CALL: Final = "call"  # tool, args
     END_TURN: Final = "end_turn"  # reply
@@ -25,36 +68,312 @@ class Op:
 
 
 class Event:
-    """What an observation answers (the ``event`` field)."""
+    """``Observation.event``: what an observation answers."""
 
     STARTED: Final = "started"
     TOOL: Final = "tool"
     TURN: Final = "turn"
     RESULT: Final = "result"
+    ERROR: Final = "error"  # the request was refused; ``problem`` says why and the session goes on
 
 
 class Code:
-    """Error codes carried as ``[CODE]`` at the start of an error frame's message."""
+    """``Problem.code`` of an ``error`` observation, and the ``code`` of agentenv's own error frames.
+
+    OpenEnv's own frame codes (``CAPACITY_REACHED``, ``INVALID_JSON``, ``VALIDATION_ERROR``,
+    ``EXECUTION_ERROR``, ``UNKNOWN_TYPE``, ``FACTORY_ERROR``, ``SESSION_ERROR``) keep their meaning.
+    """
 
     UNKNOWN_SPLIT: Final = "UNKNOWN_SPLIT"
     UNKNOWN_TASK: Final = "UNKNOWN_TASK"
     BAD_RESET: Final = "BAD_RESET"
     NO_EPISODE: Final = "NO_EPISODE"
-    TOO_LARGE: Final = "MESSAGE_TOO_LARGE"
-    IDLE: Final = "IDLE_TIMEOUT"
+    TOO_LARGE: Final = "MESSAGE_TOO_LARGE"  # an error frame; the frame was dropped, the session goes on
+    BAD_FRAME: Final = "BAD_FRAME"  # an error frame for a frame that is not a JSON object; the session goes on
+    IDLE: Final = "IDLE_TIMEOUT"  # an error frame, then close code 1001
     RESTARTING: Final = "RESTARTING"
+    OUT_OF_RESOURCES: Final = "OUT_OF_RESOURCES"  # the server could not take the session (file descriptors)
     CAPACITY: Final = "CAPACITY_REACHED"  # OpenEnv's own code for a full server
 
 
-_CODED = re.compile(r"^\[([A-Z_]+)\] (.*)$", re.DOTALL)
+# ---------------------------------------------------------------------------------------------
+# Records: plain frozen dataclasses (the engine builds them; the wire carries their dict form)
+# ---------------------------------------------------------------------------------------------
 
 
-def coded(code: str, message: str) -> str:
-    """``message`` tagged with ``code`` for the session layer."""
-    return f"[{code}] {message}"
+@dataclass(frozen=True)
+class Tool:
+    """A tool the model may call: its name, what it does, and the full JSON Schema of its arguments."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any] = field(default_factory=lambda: {"type": "object", "properties": {}})
+
+    def as_openai(self) -> dict[str, Any]:
+        """The OpenAI function-tool form chat templates render."""
+        return {
+            "type": "function",
+            "function": {"name": self.name, "description": self.description, "parameters": self.parameters},
+        }
+
+    def as_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict (the form the server sends)."""
+        return {"name": self.name, "description": self.description, "parameters": self.parameters}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Tool:
+        """Read the form ``as_dict`` writes."""
+        return cls(
+            name=str(data["name"]),
+            description=str(data.get("description", "")),
+            parameters=dict(data.get("parameters") or {"type": "object", "properties": {}}),
+        )
 
 
-def parse_coded(message: str) -> tuple[str | None, str]:
-    """Split a tagged message into its code and text (code None when untagged)."""
-    match = _CODED.match(message)
-    return (match.group(1), match.group(2)) if match else (None, message)
+@dataclass(frozen=True)
+class Failure:
+    """Why an episode failed: ``kind`` (a row of ``agentenv.faults``), ``stage`` (deploy, tool, scoring,
+    session, client), the message, and who is at fault (from the table unless given)."""
+
+    kind: str
+    stage: str
+    message: str
+    fault: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.fault:
+            object.__setattr__(self, "fault", str(fault_of(self.kind)))
+
+    @property
+    def replayable(self) -> bool:
+        """Whether a new episode may go well (the fault table's ``replay``)."""
+        from .faults import rule
+
+        return rule(self.kind).replay and self.fault != Fault.POLICY
+
+
+@dataclass(frozen=True)
+class Seconds:
+    """Where an episode's env time went."""
+
+    deploy: float = 0.0
+    tools: float = 0.0
+    scoring: float = 0.0
+
+    @property
+    def total(self) -> float:
+        """All of it."""
+        return self.deploy + self.tools + self.scoring
+
+
+Outcome = Literal["scored", "failed", "unscored"]
+
+
+@dataclass(frozen=True)
+class EpisodeResult:
+    """How an episode ended. ``reward`` is None unless ``outcome`` is ``scored``."""
+
+    task_id: str
+    outcome: Outcome
+    reward: float | None = None
+    scores: dict[str, float | None] = field(default_factory=dict)
+    failure: Failure | None = None
+    reason: str = ""
+    turns: int = 0
+    seconds: Seconds = field(default_factory=Seconds)
+
+    def as_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict (the form the server sends)."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> EpisodeResult:
+        """Read the form ``as_dict`` writes."""
+        failure = data.get("failure")
+        return cls(
+            task_id=str(data["task_id"]),
+            outcome=data["outcome"],
+            reward=data.get("reward"),
+            scores=dict(data.get("scores") or {}),
+            failure=Failure(**failure) if failure else None,
+            reason=str(data.get("reason", "")),
+            turns=int(data.get("turns", 0)),
+            seconds=Seconds(**(data.get("seconds") or {})),
+        )
+
+
+# ---------------------------------------------------------------------------------------------
+# Frames: pydantic models (the server's OpenEnv action and observation classes inherit the fields)
+# ---------------------------------------------------------------------------------------------
+
+
+class _Wire(BaseModel):
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+
+class Reset(_Wire):
+    """A reset's data: start a task by ``task_id``, or by ``split`` and ``index``.
+
+    ``purpose`` tells observers why the episode runs (``play``; ``probe``: the client lists a toolset's
+    tools; ``check``: ``agentenv check``). ``protocol`` is the client's version.
+    """
+
+    task_id: str | None = None
+    split: str | None = None
+    index: int | None = None
+    episode_id: str | None = None
+    purpose: Purpose = "play"
+    protocol: int = PROTOCOL
+
+
+class ActionFields(BaseModel):
+    """The fields of a step: call a tool, end the turn, read the result, or finish now."""
+
+    op: Literal["call", "end_turn", "result", "finish"]
+    tool: str = ""
+    args: dict[str, Any] = Field(default_factory=dict)
+    reply: str = ""
+
+
+class Action(ActionFields, _Wire):
+    """A step's data, as the client sends it."""
+
+
+class Problem(_Wire):
+    """Why the server refused a request: a ``Code`` and a message that names the fix."""
+
+    code: str
+    message: str
+
+
+class ObservationFields(BaseModel):
+    """The fields of an observation. Which are set depends on ``event``:
+
+    ``started``: protocol, episode_id, task_id, split, index, turn, turns, system, prompt, tools,
+    toolset_key, deployed (and result, when the episode failed at once). ``tool``: tool, text, error
+    (the text is an error message for the model: the policy's mistake). ``turn``: prompt (the next
+    turn's). ``result``: result. ``error``: problem.
+    """
+
+    event: Literal["started", "tool", "turn", "result", "error"]
+    protocol: int = PROTOCOL
+    episode_id: str = ""
+    task_id: str = ""
+    split: str = ""
+    index: int = -1
+    turn: int = 0
+    turns: int = 0
+    system: str = ""
+    prompt: str = ""
+    tools: list[dict[str, Any]] = Field(default_factory=list)
+    toolset_key: str = ""
+    tool: str = ""
+    text: str = ""
+    error: bool = False
+    deployed: bool = False
+    result: dict[str, Any] | None = None
+    problem: Problem | None = None
+
+
+class Observation(ObservationFields, _Wire):
+    """An observation, as the client reads it (``metadata`` is OpenEnv's own field of every observation)."""
+
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class ToolsetInfo(_Wire):
+    """A task's toolset as the Task API lists it: its envs, role, access changes and bash."""
+
+    envs: list[str] = Field(default_factory=list)
+    role: str = ""
+    access: dict[str, dict[str, list[str]]] = Field(default_factory=dict)
+    bash: bool = False
+
+
+class TaskRow(_Wire):
+    """A task as the Task API lists it."""
+
+    id: str
+    split: str
+    index: int
+    system: str = ""
+    prompt: str
+    turns: int
+    toolset_key: str
+    toolset: ToolsetInfo = Field(default_factory=ToolsetInfo)
+    steps: list[str] = Field(default_factory=list)  # every verifier's step id, in turn order
+
+    def messages(self) -> list[dict[str, str]]:
+        """The prompt as chat messages: the system prompt (when there is one), then the first prompt."""
+        out = [{"role": "system", "content": self.system}] if self.system else []
+        return [*out, {"role": "user", "content": self.prompt}]
+
+
+class SplitInfo(_Wire):
+    """A split and how many tasks it has."""
+
+    name: str
+    tasks: int
+
+
+class ServerInfo(_Wire):
+    """``GET /agentenv``: what the server serves and its limits."""
+
+    protocol: int
+    name: str
+    description: str = ""
+    version: str = ""
+    splits: list[SplitInfo] = Field(default_factory=list)
+    max_message_bytes: int = 0
+    max_concurrent_envs: int = 0
+    tool_timeout: float = 0.0
+    reset_timeout: float = 0.0
+
+    def split_sizes(self) -> dict[str, int]:
+        """Split name -> number of tasks."""
+        return {s.name: s.tasks for s in self.splits}
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading
+# ---------------------------------------------------------------------------------------------
+
+
+class WireError(ValueError):
+    """A frame that does not fit its model (the session layer raises it as ``ProtocolError``)."""
+
+
+M = TypeVar("M", bound=BaseModel)
+_warned_fields: set[tuple[str, str]] = set()
+
+
+def unknown_fields(model: BaseModel, prefix: str = "") -> list[str]:
+    """Dotted names of the fields ``model`` (and the models in it) did not declare."""
+    out = [f"{prefix}{name}" for name in (model.model_extra or {})]
+    for name in type(model).model_fields:
+        value = getattr(model, name)
+        if isinstance(value, BaseModel):
+            out += unknown_fields(value, f"{prefix}{name}.")
+    return out
+
+
+def read(model: type[M], data: Any, what: str) -> M:
+    """Validate ``data`` as ``model``; ``what`` names it in errors (``the reset answer of http://...``).
+
+    Unknown fields are an error when ``$AGENTENV_STRICT_WIRE`` is set, else logged once per field.
+    """
+    try:
+        value = model.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "(the frame)"
+        raise WireError(f"{what} does not fit agentenv's protocol {PROTOCOL}: {where}: {first['msg']}") from None
+    extra = unknown_fields(value)
+    if extra:
+        if os.environ.get(STRICT_VAR):
+            raise WireError(f"{what} has field(s) protocol {PROTOCOL} does not know: {', '.join(extra)}")
+        for name in extra:
+            if (model.__name__, name) not in _warned_fields:
+                _warned_fields.add((model.__name__, name))
+                log.info("ignoring field %r of %s (a newer peer?)", name, model.__name__)
+    return value

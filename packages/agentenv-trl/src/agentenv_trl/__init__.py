@@ -21,10 +21,11 @@ from ._version import SUPPORTED, __version__
 
 __all__ = ["SUPPORTED", "AgentEnv", "EpisodeLost", "TaskEnvironment", "__version__"]
 
-_EXPORTS = {"AgentEnv": "env", "EpisodeLost": "env", "TaskEnvironment": "env"}
+_EXPORTS = {"AgentEnv": "env", "EpisodeLost": "environment", "TaskEnvironment": "environment"}
 
 if TYPE_CHECKING:
-    from .env import AgentEnv, EpisodeLost, TaskEnvironment
+    from .env import AgentEnv
+    from .environment import EpisodeLost, TaskEnvironment
 
 
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from agentenv._lazy import lazy_exports
 
 from ._version import SUPPORTED
-from .errors import AttemptFailure, LoopConfigError, RolloutFailed
+from .errors import LoopConfigError, RolloutFailed
 
 if TYPE_CHECKING:
     from .loop import AgentEnvAgentLoop
@@ -23,7 +23,6 @@ if TYPE_CHECKING:
 __all__ = [
     "SUPPORTED",
     "AgentEnvAgentLoop",
-    "AttemptFailure",
     "LoopConfigError",
     "PromptsTooLong",
     "RolloutFailed",

@@ -7,18 +7,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import threading
-import time
 from typing import Any
 
-from agentenv.env import Tool
-from agentenv.episode import EpisodeResult
-from agentenv.errors import AtCapacity, EpisodeFailed, ServerUnavailable, ToolDeadline
-from agentenv.session import Session, Shared, Started
+from agentenv.errors import RolloutFailed as RolloutLost
+from agentenv.logs import warn_once
+from agentenv.rollout import Rollout
+from agentenv.session import Session, Started
+from agentenv.settings import Shared
+from agentenv.wire import EpisodeResult, Tool
 
 from ._schemas import parse_tools, typed_schema
 from ._version import INSTALL, SUPPORTED, check_verl
-from .errors import AttemptFailure, LoopConfigError, RolloutFailed
+from .errors import LoopConfigError, RolloutFailed
 
 check_verl()  # before verl is imported: a version outside SUPPORTED fails here, naming both and the fix
 
@@ -35,13 +35,6 @@ except ModuleNotFoundError as exc:  # verl declares some of its agent loop's imp
 __all__ = ["AgentEnvAgentLoop", "LoopConfigError", "RolloutFailed"]
 
 log = logging.getLogger("agentenv_verl")
-
-# What an attempt may fail with that is the env's doing and worth a new episode. A refused token
-# (Unauthorized) and a confused server (ProtocolError) are not: they fail the rollout at once.
-_REPLAYED = (EpisodeFailed, ToolDeadline, ServerUnavailable, AtCapacity)
-
-_cut_warned: set[tuple[str, str]] = set()
-_cut_lock = threading.Lock()
 
 _WRITER = "python -m agentenv_verl URL OUT"
 
@@ -99,9 +92,8 @@ class AgentEnvAgentLoop(ToolAgentLoop):
         )
         self._ran = False
         self._task_id = ""
-        self._session: Session | None = None
+        self._rollout: Rollout | None = None
         self._agent_data: AgentData | None = None
-        self._failure: BaseException | None = None
         self._open_reply: str | None = None
         self._calls = asyncio.Lock()
 
@@ -119,67 +111,40 @@ class AgentEnvAgentLoop(ToolAgentLoop):
         self._task_id = task_id
         self.tools = {t.name: _EpisodeTool(self, t) for t in tools}
         self.tool_schemas = [t.as_openai() for t in tools]
-        began = time.monotonic()
-        failures: list[AttemptFailure] = []
-        last: BaseException | None = None
-        model_seconds = 0.0
-        self._session = session = Session(self.shared)
+        session = Session(self.shared)
+        self._rollout = rollout = session.rollout(task_id, attempts=self.attempts)
+
+        async def attempt(started: Started) -> AgentLoopOutput:
+            self._open_reply, self._agent_data = None, None
+            self._check_tools(started, tools)
+            try:
+                output = await super(AgentEnvAgentLoop, self).run(sampling_params, **kwargs)
+            finally:
+                rollout.add_model_seconds(self._model_seconds())
+            if rollout.lost is not None:
+                raise rollout.lost
+            if self._open_reply is not None and session.result is None:
+                await rollout.end_turn(self._open_reply)  # the model's last reply answers the open turn
+            return output
+
         try:
-            while len(failures) < self.attempts:
-                if failures and time.monotonic() - began >= self.shared.reset_timeout:
-                    break
-                try:
-                    output, result = await self._attempt(session, tools, sampling_params, kwargs)
-                except _REPLAYED as exc:
-                    last = exc
-                    failures.append(_attempt_failure(exc))
-                    log.warning(
-                        "task %r: the env failed attempt %d of %d (%s); %s",
-                        task_id,
-                        len(failures),
-                        self.attempts,
-                        exc,
-                        "replaying it on a new episode" if len(failures) < self.attempts else "giving up",
-                    )
-                    continue
-                finally:
-                    model_seconds += self._model_seconds()
-                return self._scored(output, result, steps, len(failures) + 1, model_seconds, session.env_seconds)
+            output, result = await rollout.play(attempt)
+        except RolloutLost as exc:
+            raise RolloutFailed(
+                f"{exc}. verl's V1 trainer tags its group failed and keeps this rollout out of every batch; see the "
+                "agentenv server's log for the env's side",
+                task_id=exc.task_id,
+                failures=exc.failures,
+            ) from exc.__cause__
         finally:
             await session.close()
-        timed_out = len(failures) < self.attempts
-        why = ""
-        if timed_out:
-            why = f" and no replay starts once reset_timeout={self.shared.reset_timeout:g} s has passed since it began"
-        final = failures[-1]
-        raise RolloutFailed(
-            f"task {task_id!r}: the env failed {len(failures)} attempt(s) of {self.attempts}{why}; last: {final.kind} "
-            f"at {final.stage}: {final.message}. verl's V1 trainer tags its group failed and keeps this rollout "
-            "out of every batch; see the agentenv server's log for the env's side",
-            task_id=task_id,
-            failures=failures,
-        ) from last
-
-    async def _attempt(
-        self, session: Session, tools: list[Tool], sampling_params: dict[str, Any], kwargs: dict[str, Any]
-    ) -> tuple[AgentLoopOutput, EpisodeResult]:
-        self._failure, self._open_reply, self._agent_data = None, None, None
-        started = await session.start(self._task_id)
-        self._check_tools(started, tools)
-        output = await super().run(sampling_params, **kwargs)
-        if self._failure is not None:
-            raise self._failure
-        if session.result is None and self._open_reply is not None:
-            await session.end_turn(self._open_reply)
-        while session.result is None:
-            await session.end_turn("")  # a turn the rollout left no room for: answered with nothing
-        result = session.result
         if result.outcome != "scored":
             raise LoopConfigError(
-                f"task {self._task_id!r} ended {result.outcome} without an env failure ({result.reason}); an unscored "
+                f"task {task_id!r} ended {result.outcome} without an env failure ({result.reason}); an unscored "
                 "rollout cannot be trained on. Make its verifiers give a verdict (agentenv play BUNDLE TASK checks one)"
             )
-        return output, result
+        record = rollout.record
+        return self._scored(output, result, steps, record.attempts, record.model_seconds, record.env_seconds)
 
     def _scored(
         self,
@@ -246,8 +211,8 @@ class AgentEnvAgentLoop(ToolAgentLoop):
         # in it, the model has answered the open turn
         if state != AgentState.TERMINATED or len(agent_data.messages) == before or agent_data.tool_calls:
             return state
-        assert self._session is not None
-        answer = await self._session.end_turn(self._open_reply)
+        assert self._rollout is not None
+        answer = await self._rollout.end_turn(self._open_reply)
         self._open_reply = None
         if answer.done or answer.prompt is None:
             return AgentState.TERMINATED
@@ -276,23 +241,18 @@ class AgentEnvAgentLoop(ToolAgentLoop):
 
     async def _handle_processing_tools_state(self, agent_data: AgentData) -> AgentState:
         state = await super()._handle_processing_tools_state(agent_data)
-        if self._failure is not None:  # verl turned it into a tool answer; it is the env's failure
-            raise self._failure
+        assert self._rollout is not None
+        if self._rollout.lost is not None:  # verl turned it into a tool answer; it is the env's failure
+            raise self._rollout.lost
         return state
 
     # -- tools ------------------------------------------------------------------------------------
 
     async def _call_env(self, name: str, args: Any) -> str:
         """Call tool ``name`` on the episode; calls of one reply run in order, one at a time."""
+        assert self._rollout is not None
         async with self._calls:
-            if self._failure is not None:
-                raise self._failure
-            assert self._session is not None
-            try:
-                answer = await self._session.call(name, args)
-            except Exception as exc:
-                self._failure = exc
-                raise
+            answer = await self._rollout.call(name, args)  # after a loss it raises that loss again
         self._warn_if_cut(name, answer.text)
         return answer.text
 
@@ -300,11 +260,9 @@ class AgentEnvAgentLoop(ToolAgentLoop):
         limit = self.max_tool_response_length
         if len(text) <= limit:
             return
-        with _cut_lock:
-            if (self.shared.url, name) in _cut_warned:
-                return
-            _cut_warned.add((self.shared.url, name))
-        log.warning(
+        warn_once(
+            log,
+            f"cut:{self.shared.url}:{name}",
             "tool %r answered %d characters; verl cuts tool answers to "
             "actor_rollout_ref.rollout.multi_turn.max_tool_response_length=%d (cutting the %s) before the model sees "
             "them. Raise it to show whole answers (warned once per tool)",
@@ -350,13 +308,3 @@ def _read_row(kwargs: dict[str, Any]) -> tuple[str, list[Tool], list[str]]:
         raise LoopConfigError(f"task {task_id!r}: extra_info.tools is not a list of tools ({exc}); {_WRITER}") from None
     steps = [str(s) for s in (extra.get("steps") if extra.get("steps") is not None else [])]
     return str(task_id), tools, steps
-
-
-def _attempt_failure(exc: BaseException) -> AttemptFailure:
-    if isinstance(exc, EpisodeFailed):
-        return AttemptFailure(exc.kind, exc.stage, str(exc))
-    if isinstance(exc, ToolDeadline):
-        return AttemptFailure("deadline", "tool", str(exc))
-    if isinstance(exc, AtCapacity):
-        return AttemptFailure("capacity", "session", str(exc))
-    return AttemptFailure("server", "session", str(exc))

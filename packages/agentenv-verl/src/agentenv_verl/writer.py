@@ -25,7 +25,8 @@ from agentenv.errors import AgentEnvError
 from agentenv.plugins import plugins
 
 if TYPE_CHECKING:
-    from agentenv.session import Shared, TaskRow
+    from agentenv.settings import Shared
+    from agentenv.wire import TaskRow
 
 __all__ = [
     "AGENT_LOOP_FILE",
@@ -152,7 +153,8 @@ def write(
     out = Path(out)
     kwargs = dict(chat_template_kwargs or {})
     _check_options(out, attempts, tool_timeout, reset_timeout, tokenizer, max_prompt_length)
-    from agentenv.session import Shared, probe, tasks_and_tools  # the session layer loads pydantic: not at import
+    from agentenv.settings import Shared
+    from agentenv.taskapi import probe, tasks_and_tools  # the session layer loads pydantic: not at import
 
     shared = Shared(url, token_var=token_var, tool_timeout=tool_timeout, reset_timeout=reset_timeout)
     shared.token()  # an unset variable is refused now, naming it
@@ -160,11 +162,11 @@ def write(
     tok = _load_tokenizer(tokenizer) if tokenizer is not None else None
 
     info = probe(shared)
-    names = list(splits) if splits else list(info.splits)
+    names = list(splits) if splits else list(info.split_sizes())
     probing = _Bar(progress, "probing toolsets", None)
     rows, tools_by_key = tasks_and_tools(shared, names, progress=lambda key: probing.step())
     probing.close()
-    steps = _all_steps(shared, rows, [s for s in info.splits if s not in names])
+    steps = _all_steps(shared, rows, [s for s in info.split_sizes() if s not in names])
     data_source = f"agentenv/{info.name}"
     tools_json = {
         k: json.dumps([t.as_openai() for t in tools], ensure_ascii=False) for k, tools in tools_by_key.items()
@@ -296,7 +298,7 @@ def _load_tokenizer(tokenizer: Any) -> Any:
 
 def _all_steps(shared: Shared, rows: list[TaskRow], other_splits: list[str]) -> list[str]:
     """Every step id of the bundle, in first-seen order: the score keys every rollout reports."""
-    from agentenv.session import read_tasks
+    from agentenv.taskapi import read_tasks
 
     everything = rows + [row for split in other_splits for row in read_tasks(shared, split)]
     return list(dict.fromkeys(step for row in everything for step in row.steps))

@@ -1,0 +1,76 @@
+"""Connection settings every integration shares: the server's URL, its token's variable, the deadlines."""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import re
+from dataclasses import dataclass
+from urllib.parse import urlparse
+
+from .errors import AgentEnvError, Unauthorized
+
+__all__ = ["Shared"]
+
+
+@dataclass(frozen=True)
+class Shared:
+    """Connection settings every integration shares.
+
+    ``url``: the server (``http://host:port``). ``token_var``: the environment variable holding the
+    bearer token; it is read when used, so the token never sits in a config file. ``tool_timeout``:
+    the deadline of a tool call; ``reset_timeout``: of opening a session, a deploy, and an end of turn
+    (the last runs the verifiers). ``waits_for_server``: wait out a server that refuses connections, is
+    restarting or is at capacity, within ``reset_timeout``. ``margin``: extra seconds the client allows
+    past the server's own deadlines, so the server's verdict normally arrives first.
+    """
+
+    url: str
+    token_var: str | None = None
+    tool_timeout: float = 60.0
+    reset_timeout: float = 300.0
+    waits_for_server: bool = False
+    margin: float = 10.0
+
+    def __post_init__(self) -> None:
+        if not re.match(r"^(https?|wss?)://[^/\s]+", self.url):
+            raise AgentEnvError(f"server URL {self.url!r} is not of the form http://host:port; fix the URL")
+        object.__setattr__(self, "url", self.url.rstrip("/"))
+
+    def token(self) -> str | None:
+        """The bearer token from ``$token_var`` (None without a variable); refuses an unset one."""
+        if self.token_var is None:
+            return None
+        token = os.environ.get(self.token_var)
+        if not token:
+            raise Unauthorized(
+                f"${self.token_var} is not set or empty, but the token for {self.url} is read from it: "
+                f"export {self.token_var}=<token the server was started with>"
+            )
+        return token
+
+    def headers(self) -> dict[str, str]:
+        """The HTTP headers every request carries (the Authorization header when a token is set)."""
+        token = self.token()
+        return {"Authorization": f"Bearer {token}"} if token else {}
+
+    @property
+    def http_url(self) -> str:
+        """The server's base URL over HTTP(S)."""
+        return re.sub(r"^ws", "http", self.url)
+
+    @property
+    def ws_url(self) -> str:
+        """The URL of the server's ``/ws`` endpoint."""
+        return re.sub(r"^http", "ws", self.http_url) + "/ws"
+
+    @property
+    def loopback(self) -> bool:
+        """Whether the server is on this machine (no proxy is used for it)."""
+        host = urlparse(self.http_url).hostname or ""
+        if host == "localhost":
+            return True
+        try:
+            return ipaddress.ip_address(host).is_loopback
+        except ValueError:
+            return False

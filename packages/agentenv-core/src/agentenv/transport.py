@@ -1,0 +1,178 @@
+"""OpenEnv's ``/ws`` protocol, spoken directly: one session per connection, JSON text frames, one request at a time.
+
+The client sends ``{"type": "reset" | "step" | "state" | "close", "data": {...}}``; the server answers
+``{"type": "observation", "data": {"observation": {...}, "reward": ..., "done": ...}}``, ``{"type":
+"state", "data": {...}}`` or ``{"type": "error", "data": {"message": ..., "code": ...}}``. This module
+knows nothing of agentenv's frames (``agentenv.wire``): it moves OpenEnv's, and says what went wrong
+as ``Unreachable``, ``Refused``, ``ErrorFrame`` or ``Closed``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = ["Closed", "ErrorFrame", "Refused", "Transport", "TransportError", "Unreachable"]
+
+MAX_FRAME = 64 * 1024 * 1024  # answers (tool output, a task's tools) may be large; the server bounds requests
+
+
+class TransportError(Exception):
+    """Base of what the transport raises."""
+
+
+class Unreachable(TransportError):
+    """Nothing accepted the connection (refused, unreachable, or the handshake timed out)."""
+
+
+class Refused(TransportError):
+    """The server answered the WebSocket handshake with an HTTP error (``status``: 401 for a token)."""
+
+    def __init__(self, status: int, body: str) -> None:
+        self.status = status
+        self.body = body
+        super().__init__(f"HTTP {status}: {body[:300]}")
+
+
+class ErrorFrame(TransportError):
+    """The server answered with an error frame; ``code`` is OpenEnv's or agentenv's (``agentenv.wire.Code``)."""
+
+    def __init__(self, code: str, message: str, data: Mapping[str, Any]) -> None:
+        self.code = code
+        self.message = message
+        self.data = dict(data)
+        super().__init__(f"{message} (code {code})")
+
+
+class Closed(TransportError):
+    """The connection closed (``code`` 1006 when it broke without a close frame)."""
+
+    def __init__(self, code: int, reason: str) -> None:
+        self.code = code
+        self.reason = reason
+        super().__init__(f"connection closed (code {code}{', ' + reason if reason else ''})")
+
+
+class Transport:
+    """One OpenEnv session over ``/ws``. ``request`` sends a frame and returns the answer's data."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        headers: Mapping[str, str] | None = None,
+        open_timeout: float = 30.0,
+        use_proxy: bool = True,
+    ) -> None:
+        self.url = url
+        self.headers = dict(headers or {})
+        self.open_timeout = open_timeout
+        self.use_proxy = use_proxy
+        self._ws: Any = None
+        self._lock = asyncio.Lock()
+
+    @property
+    def is_open(self) -> bool:
+        """Whether the connection is up (it may still close before the next answer)."""
+        return self._ws is not None and self._ws.close_code is None
+
+    async def open(self) -> None:
+        """Connect (a no-op when connected)."""
+        if self._ws is not None:
+            return
+        from websockets.asyncio.client import connect
+        from websockets.exceptions import InvalidHandshake, InvalidStatus
+
+        try:
+            self._ws = await connect(
+                self.url,
+                additional_headers=self.headers or None,
+                open_timeout=self.open_timeout,
+                max_size=MAX_FRAME,
+                compression=None,  # frames are small JSON; deflate costs both sides CPU on every call
+                proxy=True if self.use_proxy else None,
+                close_timeout=2,
+            )
+        except InvalidStatus as exc:
+            response = exc.response
+            body = response.body.decode(errors="replace") if response.body else ""
+            raise Refused(response.status_code, body) from None
+        except (OSError, TimeoutError, InvalidHandshake) as exc:
+            raise Unreachable(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__) from None
+
+    async def request(self, kind: str, data: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """Send a ``kind`` frame and return the data of the answer (an observation's or a state's).
+
+        Raises ``ErrorFrame`` for an error frame (the connection may stay open: see ``is_open``) and
+        ``Closed`` when the connection ends first. Callers bound the wait (``asyncio.timeout``) and drop
+        the transport when it expires: a late answer would be read as the next request's.
+        """
+        from websockets.exceptions import ConnectionClosed
+
+        async with self._lock:
+            await self.open()
+            frame = {"type": kind} if data is None else {"type": kind, "data": dict(data)}
+            try:
+                await self._ws.send(json.dumps(frame))
+            except ConnectionClosed as exc:
+                # a server may refuse the session in a frame sent as it accepts, then close (OpenEnv at
+                # capacity does): that frame, already received, is the answer
+                raw = await self._buffered()
+                if raw is None:
+                    raise self._closed(exc) from None
+            else:
+                try:
+                    raw = await self._ws.recv()
+                except ConnectionClosed as exc:
+                    raise self._closed(exc) from None
+        if not isinstance(raw, str):
+            raise ErrorFrame("BINARY", "the server answered with a binary frame", {})
+        try:
+            answer = json.loads(raw)
+        except json.JSONDecodeError:
+            raise ErrorFrame("INVALID_JSON", f"the server answered {raw[:200]!r}, which is not JSON", {}) from None
+        if not isinstance(answer, dict):
+            raise ErrorFrame("INVALID_JSON", f"the server answered {raw[:200]!r}, which is not a frame", {})
+        payload = answer.get("data") if isinstance(answer.get("data"), dict) else {}
+        if answer.get("type") == "error":
+            raise ErrorFrame(str(payload.get("code", "")), str(payload.get("message", "")), payload)
+        return payload
+
+    async def _buffered(self) -> str | bytes | None:
+        """A frame that arrived before the connection closed, or None."""
+        from websockets.exceptions import ConnectionClosed
+
+        try:
+            return await asyncio.wait_for(self._ws.recv(), 0.5)
+        except (ConnectionClosed, TimeoutError):
+            return None
+
+    def _closed(self, exc: Any) -> Closed:
+        received = getattr(exc, "rcvd", None)
+        if received is None:
+            return Closed(1006, "")
+        return Closed(int(received.code), str(received.reason or ""))
+
+    async def close(self) -> None:
+        """Say goodbye (the server ends the session and tears down its episode) and disconnect."""
+        ws, self._ws = self._ws, None
+        if ws is None:
+            return
+        try:
+            if ws.close_code is None:
+                await asyncio.wait_for(ws.send(json.dumps({"type": "close"})), 2.0)
+        except Exception:  # the connection is going either way
+            pass
+        try:
+            await asyncio.wait_for(ws.close(), 5.0)
+        except Exception:
+            pass
+
+    def abort(self) -> None:
+        """Drop the connection now, without a goodbye (after a request was abandoned mid-way)."""
+        ws, self._ws = self._ws, None
+        transport = getattr(ws, "transport", None)
+        if transport is not None:
+            transport.abort()  # the server sees the connection end and frees the session's slot at once

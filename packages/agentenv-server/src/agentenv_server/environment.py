@@ -1,0 +1,328 @@
+"""``BundleEnvironment``: one OpenEnv session of a served bundle, playing one episode at a time.
+
+Its action and observation classes are OpenEnv's, with the fields of ``agentenv.wire`` (one definition
+for both sides). A request the server refuses (an unknown task, a step with no episode) is answered with
+an ``error`` observation naming the fix, and the session goes on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextvars
+import logging
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ._openenv import import_openenv
+
+import_openenv()  # before any openenv import: keeps OpenEnv's Gradio UI out of the server process
+
+from agentenv import wire
+from agentenv.bundle import Bundle, Task
+from agentenv.episode import Episode, RewardArg, Step
+from agentenv.wire import Code, Event, Op, Problem, TaskRow, ToolsetInfo
+from openenv.core.env_server.interfaces import Environment
+from openenv.core.env_server.types import Action, EnvironmentMetadata, Observation, State
+
+if TYPE_CHECKING:
+    from .guard import Connection
+
+__all__ = ["BundleEnvironment", "EpisodeAction", "EpisodeObservation", "Served"]
+
+log = logging.getLogger("agentenv.server")
+
+
+class EpisodeAction(wire.ActionFields, Action):
+    """A step of an episode (``agentenv.wire.Action``) as OpenEnv's action class."""
+
+
+class EpisodeObservation(wire.ObservationFields, Observation):
+    """An answer (``agentenv.wire.Observation``) as OpenEnv's observation class."""
+
+
+@dataclass
+class Served:
+    """Server-wide state every session's environment shares."""
+
+    bundle: Bundle
+    tool_timeout: float
+    reset_timeout: float
+    reward: RewardArg
+    live: set[BundleEnvironment] = field(default_factory=set)
+    loop: asyncio.AbstractEventLoop | None = None
+    episodes_started: int = 0
+
+
+current_connection: contextvars.ContextVar[Connection | None] = contextvars.ContextVar(
+    "agentenv_connection", default=None
+)
+
+
+def _error(code: str, message: str) -> EpisodeObservation:
+    return EpisodeObservation(event=Event.ERROR, problem=Problem(code=code, message=message))
+
+
+class BundleEnvironment(Environment[EpisodeAction, EpisodeObservation, State]):
+    """One OpenEnv session: plays one episode of the bundle at a time."""
+
+    SUPPORTS_CONCURRENT_SESSIONS = True
+
+    def __init__(self, served: Served) -> None:
+        super().__init__()
+        self._served = served
+        self._episode: Episode | None = None
+        self._steps = 0  # a plain counter: OpenEnv's State validates every assignment
+
+    # -- episodes ----------------------------------------------------------------------------
+
+    async def reset_async(
+        self,
+        seed: int | None = None,
+        episode_id: str | None = None,
+        task_id: str | None = None,
+        split: str | None = None,
+        index: int | None = None,
+        purpose: str = "play",
+        protocol: int | None = None,
+        **unknown: Any,
+    ) -> EpisodeObservation:
+        """Start a task (by ``task_id``, or ``split`` and ``index``); answers before the deploy ends."""
+        del seed  # tasks are fixed; sampling is the trainer's business
+        served = self._served
+        served.loop = asyncio.get_running_loop()
+        if protocol != wire.PROTOCOL:
+            said = "no protocol version (agentenv-core before 0.2)" if protocol is None else f"protocol {protocol}"
+            return _error(
+                Code.BAD_RESET,
+                f"the client speaks {said}; this server speaks agentenv protocol {wire.PROTOCOL}: upgrade the "
+                "client's agentenv-core (or this server) so they match",
+            )
+        if unknown:
+            return _error(Code.BAD_RESET, f"unknown reset field(s) {', '.join(sorted(unknown))}; send task_id, or "
+                          "split and index")  # fmt: skip
+        if purpose not in ("play", "probe", "check"):
+            return _error(Code.BAD_RESET, f"purpose {purpose!r} is not one of play, probe, check")
+        task = self._resolve(task_id, split, index)
+        if isinstance(task, EpisodeObservation):
+            return task
+        await self.end_episode()
+        bundle = served.bundle
+        episode = Episode(
+            bundle,
+            task,
+            tool_timeout=served.tool_timeout,
+            deploy_timeout=served.reset_timeout,
+            reward=served.reward,
+            episode_id=episode_id,
+            purpose=purpose,  # type: ignore[arg-type]
+        )
+        self._episode = episode
+        served.live.add(self)
+        served.episodes_started += 1
+        self._steps = 0
+        conn = current_connection.get()
+        if conn is not None:
+            conn.env = self
+        await episode.start()
+        return EpisodeObservation(
+            event=Event.STARTED,
+            episode_id=episode.episode_id,
+            task_id=task.id,
+            split=task.split,
+            index=bundle.index_of(task),
+            turn=1,
+            turns=len(task.turns),
+            system=task.system,
+            prompt=task.turns[0].prompt,
+            tools=[t.as_dict() for t in episode.tools],
+            toolset_key=bundle.toolset_key(task),
+            deployed=episode.deployed,
+            done=episode.result is not None,
+            result=episode.result.as_dict() if episode.result is not None else None,
+        )
+
+    def _resolve(self, task_id: str | None, split: str | None, index: int | None) -> Task | EpisodeObservation:
+        bundle = self._served.bundle
+        if task_id is not None:
+            if split is not None or index is not None:
+                return _error(Code.BAD_RESET, "send task_id, or split and index, not both")
+            try:
+                return bundle.task(task_id)
+            except KeyError:
+                return _error(Code.UNKNOWN_TASK, f"bundle {bundle.name!r} has no task {task_id!r}; read the task ids "
+                              "from the Task API (agentenv.taskapi.read_tasks)")  # fmt: skip
+        if split is None or index is None:
+            return _error(Code.BAD_RESET, "reset needs task_id, or split and index")
+        if split not in bundle.splits:
+            return _error(Code.UNKNOWN_SPLIT, unknown_split(bundle, split))
+        tasks = bundle.split(split)
+        if not isinstance(index, int) or not 0 <= index < len(tasks):
+            return _error(Code.UNKNOWN_TASK, f"split {split!r} has {len(tasks)} tasks; index {index!r} is not in "
+                          f"0..{len(tasks) - 1}")  # fmt: skip
+        return tasks[index]
+
+    async def step_async(
+        self, action: EpisodeAction, timeout_s: float | None = None, **kwargs: Any
+    ) -> EpisodeObservation:
+        """Run one episode action."""
+        episode = self._episode
+        if episode is None:
+            return _error(Code.NO_EPISODE, "no episode is running: send a reset first (task_id, or split and index)")
+        self._steps += 1
+        if action.op == Op.CALL:
+            step = await episode.call(action.tool, action.args)
+            return self._answer(episode, step, Event.TOOL, tool=action.tool)
+        if action.op == Op.END_TURN:
+            step = await episode.end_turn(action.reply)
+            return self._answer(episode, step, Event.TURN)
+        if action.op == Op.FINISH:
+            await episode.close()
+        return self._answer(episode, Step(done=episode.result is not None, result=episode.result), Event.RESULT)
+
+    def _answer(self, episode: Episode, step: Step, event: str, *, tool: str = "") -> EpisodeObservation:
+        result = step.result
+        if step.done and result is not None:
+            if episode.closed:
+                self._served.live.discard(self)
+            return EpisodeObservation(
+                event=Event.RESULT,
+                episode_id=episode.episode_id,
+                task_id=episode.task.id,
+                turn=min(episode.turn + 1, len(episode.task.turns)),
+                turns=len(episode.task.turns),
+                tool=tool,
+                deployed=episode.deployed,
+                result=result.as_dict(),
+                done=True,
+                reward=result.reward,
+            )
+        return EpisodeObservation(
+            event=event,
+            episode_id=episode.episode_id,
+            task_id=episode.task.id,
+            turn=episode.turn + 1,
+            turns=len(episode.task.turns),
+            tool=tool,
+            prompt=step.text if event == Event.TURN else "",
+            text=step.text if event == Event.TOOL else "",
+            error=step.error,
+            deployed=episode.deployed,
+        )
+
+    async def end_episode(self) -> None:
+        """Tear the running episode down (at the end of the session, at shutdown, when the client goes)."""
+        episode, self._episode = self._episode, None
+        self._served.live.discard(self)
+        if episode is not None:
+            await episode.close()
+
+    def reset(self, seed: int | None = None, episode_id: str | None = None, **kwargs: Any) -> EpisodeObservation:
+        raise NotImplementedError("agentenv episodes run on the event loop (reset_async)")
+
+    def step(self, action: EpisodeAction, timeout_s: float | None = None, **kwargs: Any) -> EpisodeObservation:
+        raise NotImplementedError("agentenv episodes run on the event loop (step_async)")
+
+    @property
+    def state(self) -> State:
+        episode_id = self._episode.episode_id if self._episode is not None else None
+        return State(episode_id=episode_id, step_count=self._steps)
+
+    def close(self) -> None:
+        """Tear the running episode down (OpenEnv calls this when the session ends)."""
+        loop = self._served.loop
+        if self._episode is None:
+            return
+        if loop is None or loop.is_closed():
+            return
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is loop:  # called on the loop itself: schedule, don't block it
+            loop.create_task(self.end_episode())
+            return
+        future = asyncio.run_coroutine_threadsafe(self.end_episode(), loop)
+        try:
+            future.result(timeout=self._served.reset_timeout + 30)
+        except concurrent.futures.TimeoutError:
+            log.error("teardown of episode %s took too long", self.state.episode_id)
+
+    def get_metadata(self) -> EnvironmentMetadata:
+        bundle = self._served.bundle
+        from . import __version__
+
+        return EnvironmentMetadata(
+            name=bundle.name,
+            description=bundle.description or f"agentenv bundle {bundle.name}",
+            version=__version__,
+            author=None,
+            documentation_url=None,
+            readme_content=None,
+        )
+
+    # -- OpenEnv Task API ----------------------------------------------------------------------
+
+    def list_splits(self) -> list[dict[str, Any]]:
+        """The splits, each with its task count."""
+        bundle = self._served.bundle
+        return [
+            {"name": s, "type": _split_type(s), "num_tasks": len(bundle.split(s))}
+            for s in bundle.splits
+        ]  # fmt: skip
+
+    def num_tasks(self, split: str) -> int:
+        """How many tasks ``split`` has."""
+        return len(self._split(split))
+
+    def list_tasks(self, split: str) -> list[dict[str, Any]]:
+        """Every task of ``split`` with its first prompt and toolset (``agentenv.wire.TaskRow``)."""
+        return [task_row(self._served.bundle, t, i) for i, t in enumerate(self._split(split))]
+
+    def get_task(self, split: str, index: int) -> dict[str, Any]:
+        """One task of ``split``."""
+        tasks = self._split(split)
+        if not 0 <= index < len(tasks):
+            raise IndexError(index)
+        return task_row(self._served.bundle, tasks[index], index)
+
+    def get_task_range(self, split: str, start: int | None = None, stop: int | None = None) -> list[dict[str, Any]]:
+        """Tasks ``start`` to ``stop`` of ``split`` (a page of them)."""
+        tasks = self._split(split)
+        begin = start or 0
+        return [task_row(self._served.bundle, t, begin + i) for i, t in enumerate(tasks[begin:stop])]
+
+    def _split(self, split: str) -> list[Task]:
+        from fastapi import HTTPException
+
+        bundle = self._served.bundle
+        if split not in bundle.splits:
+            raise HTTPException(status_code=404, detail={"message": unknown_split(bundle, split),
+                                                         "splits": bundle.splits})  # fmt: skip
+        return bundle.split(split)
+
+
+def task_row(bundle: Bundle, task: Task, index: int) -> dict[str, Any]:
+    """The Task API row of ``task`` (``agentenv.wire.TaskRow``, as JSON)."""
+    toolset = bundle.toolset(task)
+    access = {n: {"deny": toolset.deny.get(n, []), "allow": toolset.allow.get(n, [])} for n in toolset.envs}
+    return TaskRow(
+        id=task.id,
+        split=task.split,
+        index=index,
+        system=task.system,
+        prompt=task.turns[0].prompt,
+        turns=len(task.turns),
+        steps=list(task.step_ids),
+        toolset_key=bundle.toolset_key(task),
+        toolset=ToolsetInfo(envs=list(toolset.envs), role=toolset.role, access=access, bash=toolset.bash),
+    ).model_dump()
+
+
+def _split_type(split: str) -> str:
+    return split if split in {"train", "validation", "test"} else ("validation" if split == "eval" else "train")
+
+
+def unknown_split(bundle: Bundle, split: str) -> str:
+    """The message for a split the bundle lacks, naming those it has."""
+    return f"bundle {bundle.name!r} has no split {split!r}; its splits: {', '.join(bundle.splits)}"
