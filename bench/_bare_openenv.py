@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sys
 
-from agentenv._openenv import import_openenv
+from agentenv_server._openenv import import_openenv
 
 import_openenv()  # the same import path as agentenv's server, so both processes start alike
 

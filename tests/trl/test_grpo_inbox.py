@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 from agentenv import load_bundle
-from agentenv.errors import AtCapacity
 from agentenv_trl import AgentEnv
 from agentenv_trl.tiny import tiny_model, tiny_tokenizer, warm_start
 from trl_support import INBOX, Steps, is_nan, logged, script, trainer_for
@@ -88,14 +87,23 @@ def test_environment_instances_are_reused_across_rollouts(run: Any) -> None:
     assert set(pool) <= set(env.instances)
 
 
-def test_a_server_at_its_session_limit_stops_training_naming_both_settings(tmp_path: Path) -> None:
+def test_rollouts_past_the_servers_session_limit_get_no_reward_and_say_how_to_raise_it(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level("WARNING", logger="agentenv.trl")
     with AgentEnv.local(INBOX, max_concurrent_envs=1) as env:
         tokenizer = tiny_tokenizer(texts=[r["prompt"][-1]["content"] for r in env.dataset])
-        trainer = trainer_for(env, tiny_model(tokenizer, hidden_size=32, layers=1), tokenizer, env.dataset, tmp_path)
-        with pytest.raises(AtCapacity) as error:
-            trainer.train()
-    assert "max_concurrent_envs=" in str(error.value) and "MAX_CONCURRENT_ENVS" in str(error.value)
-    assert trainer.state.global_step == 0
+        trainer = trainer_for(
+            env, tiny_model(tokenizer, hidden_size=32, layers=1), tokenizer, env.dataset, tmp_path, max_steps=1
+        )
+        trainer.train()
+        results = list(env.results)
+    assert trainer.state.global_step == 1  # a server fault loses rollouts; it does not stop training
+    lost = [r for r in results if r.outcome == "failed"]
+    assert lost and all(r.failure.kind == "capacity" and r.reward is None for r in lost)
+    assert len(lost) < len(results)  # the rollout that got the one session was played and scored
+    said = " ".join(r.getMessage() for r in caplog.records)
+    assert "max_concurrent_envs=" in said and "MAX_CONCURRENT_ENVS" in said and "one per rollout" in said
 
 
 def test_logged_rewards_are_numbers(run: Any) -> None:

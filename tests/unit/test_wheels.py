@@ -70,43 +70,58 @@ def _wheel(dist: Path, distribution: str) -> Path:
 
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory) -> Installed:
-    # one build and venv per test run, shared by the xdist workers (the first one builds, under a lock)
+    base = shared_folder(tmp_path_factory)
+    dist = built_wheels(tmp_path_factory)
+    venv = venv_with(base / "venv-all", [_wheel(dist, name) for name in PACKAGES], base)
+    return Installed(dist, venv)
+
+
+def shared_folder(tmp_path_factory) -> Path:
+    """A folder every xdist worker of this run sees (outside the workspace)."""
     shared = tmp_path_factory.getbasetemp()
     if os.environ.get("PYTEST_XDIST_WORKER"):
         shared = shared.parent
-    base = shared / "wheels"
-    assert ROOT not in base.parents, "the venv must live outside the workspace"
-    with open(shared / "wheels.lock", "w") as lock:
+    assert ROOT not in shared.parents, "the venvs must live outside the workspace"
+    return shared
+
+
+def built_wheels(tmp_path_factory) -> Path:
+    """Every package's wheel and sdist, built once per test run (the first worker builds, under a lock)."""
+    shared = shared_folder(tmp_path_factory)
+    dist = shared / "dist"
+    with open(shared / "dist.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if not (base / "installed").exists():
-            shutil.rmtree(base, ignore_errors=True)
-            base.mkdir()
-            _build_and_install(base)
-            (base / "installed").touch()
-    return Installed(base / "dist", base / "venv")
+        if not (shared / "dist.done").exists():
+            shutil.rmtree(dist, ignore_errors=True)
+            built = subprocess.run(
+                [_uv(), "build", "--all-packages", "--out-dir", str(dist)], capture_output=True, text=True, cwd=ROOT
+            )
+            _check(built, "uv build --all-packages")
+            (shared / "dist.done").touch()
+    return dist
 
 
-def _build_and_install(base: Path) -> None:
-    dist = base / "dist"
-    built = subprocess.run(
-        [_uv(), "build", "--all-packages", "--out-dir", str(dist)], capture_output=True, text=True, cwd=ROOT
-    )
-    _check(built, "uv build --all-packages")
-    venv = base / "venv"
-    _check(
-        subprocess.run([_uv(), "venv", str(venv), "--python", sys.executable], capture_output=True, text=True),
-        "uv venv",
-    )
-    wheels = [str(_wheel(dist, name)) for name in PACKAGES]
-    _check(
-        subprocess.run(
-            [_uv(), "pip", "install", "--python", str(venv / "bin" / "python"), *wheels],
-            capture_output=True,
-            text=True,
-            cwd=base,
-        ),
-        "uv pip install of the wheels",
-    )
+def venv_with(venv: Path, wheels: list[Path], base: Path) -> Path:
+    """A fresh venv (once per test run, under a lock) with ``wheels`` installed; their dependencies from the index."""
+    with open(f"{venv}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not Path(f"{venv}.done").exists():
+            shutil.rmtree(venv, ignore_errors=True)
+            _check(
+                subprocess.run([_uv(), "venv", str(venv), "--python", sys.executable], capture_output=True, text=True),
+                "uv venv",
+            )
+            _check(
+                subprocess.run(
+                    [_uv(), "pip", "install", "--python", str(venv / "bin" / "python"), *map(str, wheels)],
+                    capture_output=True,
+                    text=True,
+                    cwd=base,
+                ),
+                "uv pip install of the wheels",
+            )
+            Path(f"{venv}.done").touch()
+    return venv
 
 
 def test_uv_build_all_packages_builds_a_wheel_and_an_sdist_of_each_package(installed):

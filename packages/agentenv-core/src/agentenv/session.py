@@ -290,7 +290,9 @@ class Session:
                 warn_once(
                     log, f"wait:{self.shared.url}", "waiting for the agentenv server at %s: %s", self.shared.url, exc
                 )
+                slept = time.monotonic()
                 await asyncio.sleep(delay)
+                self.env_seconds += time.monotonic() - slept  # waiting for the server is env time
                 delay = min(delay * 2, 2.0)
         if obs.event == Event.ERROR and obs.problem is not None:
             raise _refused(obs.problem, self.shared)
@@ -336,10 +338,10 @@ class Session:
         """One step; None when the server dropped it as too large (the policy's doing)."""
         if self.started is None:
             raise AgentEnvError(f"{what} before start(): start a task first")
-        if self._transport is None or not self._transport.is_open:
+        closed = self._transport.closed() if self._transport is not None else Closed(1006, "")
+        if closed is not None:  # the server ended the session since the last step (a restart, the idle reaper)
             self._drop()
-            raise lost_error("connection_lost", "session", f"{self.shared.url} ended this session; the episode was "
-                             "lost (not the policy's doing: replay it or leave it out)")  # fmt: skip
+            raise _from_transport(closed, self.shared, "session")
         try:
             obs = await self._request("step", action.model_dump(), seconds + self.shared.margin, what, "session")
         except ErrorFrame:

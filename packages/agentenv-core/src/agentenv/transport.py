@@ -78,6 +78,13 @@ class Transport:
         """Whether the connection is up (it may still close before the next answer)."""
         return self._ws is not None and self._ws.close_code is None
 
+    def closed(self) -> Closed | None:
+        """How the connection closed, once it has (None while it is up or was never opened)."""
+        ws = self._ws
+        if ws is None or ws.close_code is None:
+            return None
+        return Closed(int(ws.close_code), str(ws.close_reason or ""))
+
     async def open(self) -> None:
         """Connect (a no-op when connected)."""
         if self._ws is not None:

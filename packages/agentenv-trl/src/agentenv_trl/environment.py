@@ -91,8 +91,9 @@ class TaskEnvironment(metaclass=_EnvironmentType):
     def reset(self, **row: Any) -> None:
         """Start the row's task (``task_id``); returns before its deploy ends, which the first tool call waits for.
 
-        A server that cannot start the episode (refused, restarting, full) raises: TRL cannot skip a
-        rollout at reset. With ``waits_for_server`` such a server is waited out within ``reset_timeout``.
+        A server that cannot start the episode (gone, restarting, full) loses the rollout like any server
+        fault: its tools raise ``EpisodeLost`` and ``get_reward()`` is None. With ``waits_for_server`` such
+        a server is waited out within ``reset_timeout`` first.
         """
         task_id = row.get("task_id")
         if not isinstance(task_id, str):
@@ -106,19 +107,21 @@ class TaskEnvironment(metaclass=_EnvironmentType):
             self._session = SyncSession(owner.shared)
         self._mismatch, self._result, self._reward = None, None, None
         self._rollout = self._session.rollout(task_id)
+        self._episodes += 1
         try:
             started = self._rollout.start()
         except AtCapacity as exc:
-            raise AtCapacity(
-                f"{exc}. Each TRL environment instance holds one session: the trainer needs one per rollout of a "
-                "generation batch, plus one probe per environment class",
-                failure=exc.failure,
-            ) from None
+            warn_once(log, f"lost:{exc.kind}", "%s. Each TRL environment instance holds one session: the trainer "
+                      "needs one per rollout of a generation batch, plus one probe per environment class. This "
+                      "rollout gets no reward", exc)  # fmt: skip
+            return None
+        except EpisodeLost as exc:
+            warn_once(log, f"lost:{exc.kind}", "the rollout of task %r is lost at its start: %s", task_id, exc)
+            return None
         except UnknownTask as exc:
             raise UnknownTask(
                 f"{exc}. The row does not fit this server: build the dataset from it (env.dataset)"
             ) from None
-        self._episodes += 1
         self._mismatch = self._check_row(started, row)
         if self._mismatch is not None:
             warn_once(log, f"mismatch:{task_id}", "task %r is not scored: %s", task_id, self._mismatch)
@@ -169,7 +172,7 @@ class TaskEnvironment(metaclass=_EnvironmentType):
         the episode did not match its row, or the verifiers gave no verdict.
         """
         rollout = self._rollout
-        if rollout is None or rollout.started is None:
+        if rollout is None:
             return None
         if self._result is not None:
             return self._reward
