@@ -26,7 +26,10 @@ NOT_IN_A_CLIENT = {
     "torch",
     "openenv",
 }
-LIST = "import importlib.metadata as m, json; print(json.dumps(sorted({d.metadata['Name'].lower() for d in m.distributions()})))"
+LIST = (
+    "import importlib.metadata as m, json; "
+    "print(json.dumps(sorted({d.metadata['Name'].lower() for d in m.distributions()})))"
+)
 
 
 def _venv(tmp_path_factory, name: str, distributions: list[str]) -> Installed:
