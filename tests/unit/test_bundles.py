@@ -87,7 +87,7 @@ def test_fake_bundle_loads_every_task_with_its_declared_splits():
 def test_a_declared_split_without_tasks_is_listed_and_empty():
     bundle = load_bundle(FAKE)
     assert "test" in bundle.splits
-    assert bundle.split("test") == []
+    assert list(bundle.split("test")) == []
 
 
 def test_an_unknown_split_is_a_key_error_naming_the_splits():

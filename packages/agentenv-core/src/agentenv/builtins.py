@@ -23,7 +23,7 @@ def agentenv_verifier_kinds() -> Iterator[VerifierKind]:
 
 @hookimpl
 def agentenv_task_sources() -> Iterator[TaskSource]:
-    from .bundle import read_yaml_tasks
+    from .tasksources import read_yaml_tasks
 
     yield TaskSource("yaml", read_yaml_tasks)
 

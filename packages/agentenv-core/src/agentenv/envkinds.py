@@ -35,10 +35,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from .bundle import EnvSpec
 from .env import Env, Tool
 from .errors import EnvCrashed, ToolError
 from .plugins import EnvKind, resolve
+from .specs import EnvSpec
 
 __all__ = ["SubprocessEnv"]
 

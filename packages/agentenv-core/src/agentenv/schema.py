@@ -83,16 +83,54 @@ def _validator(schema: Mapping[str, Any]) -> _Compiled:
     return validator
 
 
+# Python's type names, written where JSON Schema's belong
+_TYPE_NAMES = {"str": "string", "int": "integer", "float": "number", "bool": "boolean", "dict": "object",
+               "list": "array", "none": "null", "None": "null"}  # fmt: skip
+_TYPES = "array, boolean, integer, null, number, object, string"
+
+
 def check_schema(schema: Mapping[str, Any]) -> str | None:
-    """What is wrong with ``schema`` as a JSON Schema, or None."""
+    """What is wrong with ``schema`` as a tool's argument schema, or None.
+
+    The schema is checked against its metaschema (draft 2020-12 unless ``$schema`` names another) and
+    must describe a JSON object. The answer names the schema path and the fix:
+    ``at properties.id.type: 'str' is not valid under any of the given schemas; write "string"``.
+    """
+    if not isinstance(schema, Mapping):
+        return f'is a {type(schema).__name__}; write a JSON Schema object ({{"type": "object", ...}})'
+    return _schema_problem(json.dumps(schema, sort_keys=True, default=str))
+
+
+@functools.lru_cache(maxsize=1024)
+def _schema_problem(schema_json: str) -> str | None:
     import jsonschema
 
+    schema = json.loads(schema_json)
     cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
     try:
         cls.check_schema(schema)
     except jsonschema.SchemaError as exc:
-        return exc.message
+        path = list(exc.absolute_path)
+        return f"at {_where(path)[2:] or '(top)'}: {exc.message}; {_schema_fix(path, exc.instance)}"
+    kind = schema.get("type", "object")
+    if kind != "object" and not (isinstance(kind, list) and kind == ["object"]):
+        return f'at type: {kind!r}; a tool\'s arguments are a JSON object: write "type": "object" with properties'
     return None
+
+
+def _schema_fix(path: list[Any], value: Any) -> str:
+    keyword = next((p for p in reversed(path) if isinstance(p, str)), "")
+    parent = path[-2] if len(path) >= 2 else None
+    if parent in ("properties", "patternProperties", "$defs", "definitions"):
+        return f'each entry maps a name to a schema, e.g. {{"{path[-1]}": {{"type": "string"}}}}'
+    if keyword == "type":
+        named = _TYPE_NAMES.get(value) if isinstance(value, str) else None
+        return f'write "{named}"' if named else f"use one of the JSON Schema types ({_TYPES}) or a list of them"
+    if keyword in ("required", "enum"):
+        example = json.dumps([value]) if isinstance(value, str | int | float) else "[...]"
+        what = "property names" if keyword == "required" else "allowed values"
+        return f"{keyword} is a list of {what}, e.g. {example}"
+    return "fix it to follow JSON Schema (draft 2020-12 unless $schema names another)"
 
 
 def argument_errors(tool: str, schema: Mapping[str, Any], args: Any) -> str | None:
