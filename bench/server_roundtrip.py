@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 import httpx
+from agentenv.wire import PROTOCOL
 
 ROOT = Path(__file__).resolve().parent.parent
 FAKE = ROOT / "tests" / "fixtures" / "bundles" / "fake"
@@ -63,9 +64,12 @@ class Target:
         self.name, self.url, self.reset, self.action = name, url, reset, action
 
     def client(self):
-        from agentenv.session import _client_class
+        from agentenv_server._openenv import import_openenv
 
-        return _client_class()(base_url=self.url, message_timeout_s=120)
+        import_openenv()
+        from openenv.core.generic_client import GenericEnvClient
+
+        return GenericEnvClient(base_url=self.url, message_timeout_s=120)
 
 
 async def latencies(target: Target, concurrency: int, calls: int) -> tuple[list[float], float]:
@@ -133,7 +137,10 @@ def main() -> None:
     ]  # fmt: skip
     targets = [
         Target(
-            "agentenv", f"http://127.0.0.1:{a_port}", {"task_id": "echo"}, {"op": "call", "tool": "noop", "args": {}}
+            "agentenv",
+            f"http://127.0.0.1:{a_port}",
+            {"task_id": "echo", "protocol": PROTOCOL},
+            {"op": "call", "tool": "noop", "args": {}},
         ),
         Target("bare-async", f"http://127.0.0.1:{b_port}", {}, {"op": "noop"}),
         Target("bare-sync", f"http://127.0.0.1:{s_port}", {}, {"op": "noop"}),

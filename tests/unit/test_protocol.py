@@ -166,3 +166,13 @@ async def test_unknown_fields_are_an_error_in_strict_mode() -> None:
     finally:
         await session.close()
         server.stop()
+
+
+def test_the_readme_shows_the_fault_table_as_core_defines_it() -> None:
+    from agentenv.faults import table_markdown
+
+    from tests.conftest import ROOT
+
+    readme = (ROOT / "README.md").read_text()
+    shown = readme.split("<!-- fault-table:start -->")[1].split("<!-- fault-table:end -->")[0].strip()
+    assert shown == table_markdown()

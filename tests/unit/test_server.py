@@ -358,7 +358,7 @@ def test_tasks_and_tools_deploys_once_per_toolset_key(serve, ledger):
 
 def test_probe_reads_the_bundle_name_and_split_sizes(serve):
     info = probe(Shared(serve(INBOX).url))
-    assert (info.name, info.split_sizes()) == ("inbox", {"train": 6, "eval": 2})
+    assert (info.name, info.splits) == ("inbox", {"train": 6, "eval": 2})
     assert info.protocol == PROTOCOL
 
 

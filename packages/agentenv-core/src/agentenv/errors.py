@@ -101,6 +101,10 @@ class EpisodeLost(AgentEnvError):
         """Where it failed: deploy, tool, scoring, session, client."""
         return self.failure.stage
 
+    def brief(self) -> str:
+        """A short form for the model to read (a trainer shows it as the tool's answer; tokens are scarce)."""
+        return f"the environment failed ({self.failure.kind} during {self.failure.stage}); this episode is not scored"
+
 
 class EpisodeFailed(EpisodeLost):
     """The env failed the episode (deploy, crash, deadline, verifier); ``result`` is the server's account."""

@@ -125,7 +125,7 @@ def iter_tasks(shared: Shared, split: str, *, page: int = PAGE, info: ServerInfo
     """The tasks of ``split``, read ``page`` at a time (``UnknownSplit`` names the splits that exist)."""
     with _Client(shared) as client:
         info = info or _info(client)
-        sizes = info.split_sizes()
+        sizes = info.splits
         if split not in sizes:
             raise UnknownSplit(f"{shared.url} has no split {split!r}; its splits: {', '.join(sizes)}",
                                split=split, splits=list(sizes))  # fmt: skip

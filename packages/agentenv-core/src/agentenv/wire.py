@@ -41,7 +41,6 @@ __all__ = [
     "Reset",
     "Seconds",
     "ServerInfo",
-    "SplitInfo",
     "TaskRow",
     "Tool",
     "ToolsetInfo",
@@ -309,13 +308,6 @@ class TaskRow(_Wire):
         return [*out, {"role": "user", "content": self.prompt}]
 
 
-class SplitInfo(_Wire):
-    """A split and how many tasks it has."""
-
-    name: str
-    tasks: int
-
-
 class ServerInfo(_Wire):
     """``GET /agentenv``: what the server serves and its limits."""
 
@@ -323,15 +315,11 @@ class ServerInfo(_Wire):
     name: str
     description: str = ""
     version: str = ""
-    splits: list[SplitInfo] = Field(default_factory=list)
+    splits: dict[str, int] = Field(default_factory=dict)  # split name -> number of tasks, in the bundle's order
     max_message_bytes: int = 0
     max_concurrent_envs: int = 0
     tool_timeout: float = 0.0
     reset_timeout: float = 0.0
-
-    def split_sizes(self) -> dict[str, int]:
-        """Split name -> number of tasks."""
-        return {s.name: s.tasks for s in self.splits}
 
 
 # ---------------------------------------------------------------------------------------------

@@ -109,7 +109,7 @@ def build_app(
             name=bundle.name,
             description=bundle.description,
             version=__version__,
-            splits=[wire.SplitInfo(name=s, tasks=len(bundle.split(s))) for s in bundle.splits],
+            splits={s: len(bundle.split(s)) for s in bundle.splits},
             max_message_bytes=max_message_bytes,
             max_concurrent_envs=capacity,
             tool_timeout=tool_timeout,

@@ -75,12 +75,12 @@ class AgentEnv:
         self.info: ServerInfo = info
         self.split = split
         self._check_split(split)
-        if info.split_sizes().get(split, 0) == 0:
+        if info.splits.get(split, 0) == 0:
             raise UnknownSplit(
                 f"split {split!r} of {shared.url} has no tasks; pass another split= (the sizes: "
-                f"{', '.join(f'{s} {n}' for s, n in info.split_sizes().items())})",
+                f"{', '.join(f'{s} {n}' for s, n in info.splits.items())})",
                 split=split,
-                splits=list(info.split_sizes()),
+                splits=list(info.splits),
             )
 
     def _setup(self, shared: Shared, bundle: str) -> None:
@@ -190,7 +190,7 @@ class AgentEnv:
         return Dataset.from_list(records)
 
     def _check_split(self, split: str) -> None:
-        splits = self.info.split_sizes()
+        splits = self.info.splits
         if split not in splits:
             raise UnknownSplit(
                 f"{self.shared.url} has no split {split!r}; its splits: {', '.join(splits)}. Pass one of "
@@ -202,9 +202,7 @@ class AgentEnv:
     def _all_rows(self) -> dict[str, list[TaskRow]]:
         with self._lock:
             if self._rows is None:
-                self._rows = {
-                    split: read_tasks(self.shared, split, info=self.info) for split in self.info.split_sizes()
-                }
+                self._rows = {split: read_tasks(self.shared, split, info=self.info) for split in self.info.splits}
             return self._rows
 
     def _environment_names(self) -> dict[str, str]:
@@ -239,7 +237,7 @@ class AgentEnv:
         with self._lock:
             if self._classes is None:
                 names = self._environment_names()
-                _, tools = tasks_and_tools(self.shared, list(self.info.split_sizes()))
+                _, tools = tasks_and_tools(self.shared, list(self.info.splits))
                 missing = sorted(set(names) - set(tools))
                 if missing:
                     raise AgentEnvError(

@@ -155,15 +155,22 @@ class TaskEnvironment(metaclass=_EnvironmentType):
         try:
             return self._playing(name).call(name, args).text
         except EpisodeLost as exc:
-            warn_once(log, f"lost:{exc.kind}:{exc.stage}", "an episode of task %r is lost: %s", self.task_id, exc)
-            raise
+            raise self._told(exc) from None
 
     def _end_turn(self, args: dict[str, Any]) -> str:
         unknown = sorted(set(args) - {"reply"})
         if unknown:
             raise TypeError(f"end_turn takes only reply, not {', '.join(unknown)}")
-        answer = self._playing(END_TURN.name).end_turn(str(args.get("reply", "")))
+        try:
+            answer = self._playing(END_TURN.name).end_turn(str(args.get("reply", "")))
+        except EpisodeLost as exc:
+            raise self._told(exc) from None
         return EPISODE_OVER if answer.done else str(answer.prompt)
+
+    def _told(self, exc: EpisodeLost) -> EpisodeLost:
+        """The loss as TRL shows it to the model (briefly: it costs completion tokens); logged in full once."""
+        warn_once(log, f"lost:{exc.kind}:{exc.stage}", "an episode of task %r is lost: %s", self.task_id, exc)
+        return EpisodeLost(exc.brief(), failure=exc.failure)
 
     def get_reward(self) -> float | None:
         """The rollout's reward: turns the model left open end with an empty reply (scored).

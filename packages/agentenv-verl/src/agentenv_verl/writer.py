@@ -162,11 +162,11 @@ def write(
     tok = _load_tokenizer(tokenizer) if tokenizer is not None else None
 
     info = probe(shared)
-    names = list(splits) if splits else list(info.split_sizes())
+    names = list(splits) if splits else list(info.splits)
     probing = _Bar(progress, "probing toolsets", None)
     rows, tools_by_key = tasks_and_tools(shared, names, progress=lambda key: probing.step())
     probing.close()
-    steps = _all_steps(shared, rows, [s for s in info.split_sizes() if s not in names])
+    steps = _all_steps(shared, rows, [s for s in info.splits if s not in names])
     data_source = f"agentenv/{info.name}"
     tools_json = {
         k: json.dumps([t.as_openai() for t in tools], ensure_ascii=False) for k, tools in tools_by_key.items()
