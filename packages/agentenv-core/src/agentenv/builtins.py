@@ -23,9 +23,11 @@ def agentenv_verifier_kinds() -> Iterator[VerifierKind]:
 
 @hookimpl
 def agentenv_task_sources() -> Iterator[TaskSource]:
+    from .dataset_tasks import read_dataset_tasks
     from .tasksources import read_yaml_tasks
 
     yield TaskSource("yaml", read_yaml_tasks)
+    yield TaskSource("dataset", read_dataset_tasks)
 
 
 @hookimpl

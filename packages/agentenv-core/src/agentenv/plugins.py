@@ -98,7 +98,8 @@ class TaskSource:
     """Where a bundle's tasks come from (``tasks: {source: NAME, ...}`` in bundle.yaml).
 
     ``read(config, bundle_dir)`` yields ``agentenv.bundle.RawTask`` records (the task's data and the
-    file and lines to name in errors).
+    file and lines, or row and columns, to name in errors), and an ``agentenv.errors.BundleProblem``
+    for each thing it cannot read. It may be a generator: each task is checked as it comes.
     """
 
     name: str

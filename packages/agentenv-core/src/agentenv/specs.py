@@ -33,7 +33,9 @@ BASH_TOOL = "bash"
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # a number where text belongs (an id, a prompt, a reply) is taken as its text: datasets and YAML
+    # both write `answer: 42`, and refusing it would help nobody
+    model_config = ConfigDict(extra="forbid", frozen=True, coerce_numbers_to_str=True)
 
 
 class EnvSpec(BaseModel):
@@ -88,7 +90,7 @@ class Toolset(_Model):
 class VerifierSpec(BaseModel):
     """A verifier of a turn: its step id (``answer-1``), its kind and the kind's fields."""
 
-    model_config = ConfigDict(extra="allow", frozen=True)
+    model_config = ConfigDict(extra="allow", frozen=True, coerce_numbers_to_str=True)
 
     id: str
     kind: str
@@ -116,7 +118,7 @@ class Turn(_Model):
 class RewardSpec(_Model):
     """A reward rule by name with its parameters (``weights`` for ``weighted``)."""
 
-    model_config = ConfigDict(extra="allow", frozen=True)
+    model_config = ConfigDict(extra="allow", frozen=True, coerce_numbers_to_str=True)
 
     rule: str = "mean"
 
