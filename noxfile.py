@@ -16,7 +16,7 @@ import nox
 
 nox.options.default_venv_backend = "uv"
 nox.options.reuse_venv = "yes"
-nox.options.sessions = ["lint", "unit", "trl", "verl"]
+nox.options.sessions = ["lint", "unit", "trl", "verl", "ray"]
 
 ROOT = Path(__file__).parent
 TORCH = "2.13.0"
@@ -26,11 +26,13 @@ VERL_VERSIONS = ["0.9.1"]
 PYTEST = ["pytest", "-p", "no:cacheprovider"]
 
 
-def _sync(session: nox.Session, *groups: str) -> None:
-    """Install the workspace (every package, editable) and dependency groups from uv.lock."""
+def _sync(session: nox.Session, *groups: str, extras: tuple[str, ...] = ()) -> None:
+    """Install the workspace (every package, editable), dependency groups and package extras from uv.lock."""
     args = ["uv", "sync", "--frozen", "--all-packages", "--inexact"]
     for group in groups:
         args += ["--group", group]
+    for extra in extras:
+        args += ["--extra", extra]
     session.run_install(*args, env={"UV_PROJECT_ENVIRONMENT": session.virtualenv.location}, silent=True)
 
 
@@ -87,6 +89,13 @@ def verl(session: nox.Session, verl: str) -> None:
     # verl-core's cachetools, uvicorn and fastapi (its agent loop imports them); TransferQueue for its V1 trainer
     _pip(session, f"verl=={verl}", "cachetools", "uvicorn", "fastapi", "TransferQueue>=0.1.10", *_torch_cpu(session))
     session.run(*PYTEST, "tests/verl", *_xdist(session), *session.posargs)
+
+
+@nox.session
+def ray(session: nox.Session) -> None:
+    """tests/ray: agentenv serve --ray on a local Ray on loopback (2 replicas); one Ray at a time, no xdist."""
+    _sync(session, "test", extras=("ray",))  # agentenv-server[ray]: the Ray range it declares
+    session.run(*PYTEST, "tests/ray", *session.posargs, env={"RAY_USAGE_STATS_ENABLED": "0"})
 
 
 @nox.session

@@ -31,7 +31,7 @@ from openenv.core.env_server.interfaces import Environment
 from .environment import BundleEnvironment, EpisodeAction, EpisodeObservation, Served
 from .guard import Guard, GuardState
 
-__all__ = ["DEFAULT_MAX_CONCURRENT_ENVS", "EpisodeAction", "EpisodeObservation", "build_app"]
+__all__ = ["DEFAULT_MAX_CONCURRENT_ENVS", "EpisodeAction", "EpisodeObservation", "build_app", "close_sessions"]
 
 log = logging.getLogger("agentenv.server")
 
@@ -43,6 +43,12 @@ MAX_CONCURRENT_ENVS_VAR = "MAX_CONCURRENT_ENVS"
 class _AgentEnvHTTPServer(HTTPEnvServer):
     """OpenEnv's server, with a capacity error that says what to change."""
 
+    # what to change when the server is full; agentenv_server.ray's replicas say more (replicas)
+    capacity_fix = (
+        f"start the server with more: max_concurrent_envs= (build_app) or --max-concurrent-envs (agentenv serve) "
+        f"or the {MAX_CONCURRENT_ENVS_VAR} environment variable"
+    )
+
     async def _create_session(self) -> tuple[str, Environment]:
         try:
             return await super()._create_session()
@@ -51,8 +57,7 @@ class _AgentEnvHTTPServer(HTTPEnvServer):
                 exc.active_sessions,
                 exc.max_sessions,
                 f"server at capacity: {exc.active_sessions}/{exc.max_sessions} sessions active. Wait for a session "
-                f"to end, or start the server with more: max_concurrent_envs= (build_app) or --max-concurrent-envs "
-                f"(agentenv serve) or the {MAX_CONCURRENT_ENVS_VAR} environment variable",
+                f"to end, or {self.capacity_fix}",
             ) from None
 
 
@@ -135,6 +140,18 @@ def build_app(
     app.state.max_message_bytes = max_message_bytes
     app.state.guard = guard
     return app
+
+
+async def close_sessions(app: FastAPI) -> int:
+    """Close every open session of ``app`` with code 1012, refuse new ones, and tear every episode down.
+
+    For hosts that do not close WebSockets at shutdown themselves (a Ray Serve replica). Returns how
+    many sessions were open.
+    """
+    closed = await app.state.guard.close_all()
+    live = list(app.state.agentenv.live)
+    await asyncio.gather(*(env.end_episode() for env in live), return_exceptions=True)
+    return closed
 
 
 def _capacity(max_concurrent_envs: int | None) -> int:

@@ -36,6 +36,16 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ping-interval", type=float, default=20.0, help="keepalive ping period (half-open reaping)")
     parser.add_argument("--reward", help="a reward rule applied to every task instead of its own (e.g. mean)")
     parser.add_argument("--log-level", default="info", help="uvicorn log level (default: info)")
+    ray = parser.add_argument_group("Ray Serve (pip install 'agentenv-server[ray]')")
+    ray.add_argument("--ray", action="store_true", help="serve on Ray Serve: replicas behind one address")
+    scale = ray.add_mutually_exclusive_group()
+    scale.add_argument("--replicas", type=int, metavar="N", help="replicas, each with its own sessions (default 1)")
+    scale.add_argument("--autoscale", metavar="MIN:MAX", help="let Serve scale between MIN and MAX replicas")
+    ray.add_argument("--ray-address", metavar="ADDR", help="a running Ray cluster (auto, HOST:6379); default: start a "
+                     "local Ray on loopback")  # fmt: skip
+    ray.add_argument("--replica-cpus", type=float, default=1.0, help="CPUs Ray reserves for each replica (default 1)")
+    ray.add_argument("--drain-seconds", type=float, default=30.0, help="how long a stopped replica's episodes may "
+                     "run before Ray kills it (default 30)")  # fmt: skip
 
 
 def read_token(var: str | None) -> str | None:
@@ -61,6 +71,12 @@ def run(args: argparse.Namespace) -> int:
             f"--host {args.host} is reachable from other machines and no token is set: give --token-var NAME "
             "(and export NAME=<token>), or pass --allow-no-token if the network is trusted"
         )
+    if args.ray:
+        return run_ray(args, token)
+    given = [f for f, v in (("--replicas", args.replicas), ("--autoscale", args.autoscale),
+                            ("--ray-address", args.ray_address)) if v is not None]  # fmt: skip
+    if given:
+        raise AgentEnvError(f"{', '.join(given)} only apply with --ray (agentenv serve BUNDLE --ray {given[0]} ...)")
     app = build_app(
         args.bundle,
         token=token,
@@ -84,6 +100,53 @@ def run(args: argparse.Namespace) -> int:
     # second delivery a clean exit (status 0) instead of death by signal
     signal.signal(signal.SIGTERM, _exit_cleanly)
     uvicorn.Server(config).run()
+    return 0
+
+
+def _autoscale(value: str | None) -> tuple[int, int] | None:
+    if value is None:
+        return None
+    low, sep, high = value.partition(":")
+    if not sep or not low.isdigit() or not high.isdigit():
+        raise AgentEnvError(f"--autoscale {value}: give MIN:MAX replicas, e.g. --autoscale 1:8")
+    return int(low), int(high)
+
+
+def run_ray(args: argparse.Namespace, token: str | None) -> int:
+    """Serve on Ray Serve until SIGTERM or Ctrl-C; then every session on every replica is closed and torn down."""
+    import threading
+
+    try:
+        from .ray import deploy
+    except ImportError as exc:
+        raise AgentEnvError(f"--ray: {exc}") from None
+    autoscale = _autoscale(args.autoscale)
+    stop = threading.Event()
+
+    def on_signal(*_: object) -> None:
+        stop.set()  # the shutdown below runs once, on this thread
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    server = deploy(
+        args.bundle, token=token, replicas=args.replicas or 1, autoscale=autoscale, ray_address=args.ray_address,
+        host=args.host, port=args.port, max_concurrent_envs=args.max_concurrent_envs, reward=args.reward,
+        tool_timeout=args.tool_timeout, reset_timeout=args.reset_timeout, idle_timeout=args.idle_timeout,
+        replica_cpus=args.replica_cpus, drain_seconds=args.drain_seconds,
+    )  # fmt: skip
+    # ray.init put its own crash handler on SIGTERM (it aborts the process): ours again
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    scale = f"{autoscale[0]}..{autoscale[1]} replicas" if autoscale else f"{args.replicas or 1} replica(s)"
+    auth = f"bearer token from ${args.token_var}" if token else "no token"
+    print(f"agentenv: serving bundle {args.bundle} on Ray Serve ({scale}, Ray at {server.ray_address}) on "
+          f"{server.url} with {auth}", file=sys.stderr, flush=True)  # fmt: skip
+    try:
+        while not stop.wait(0.5):
+            pass
+    finally:
+        print("agentenv: shutting down: closing every session on every replica", file=sys.stderr, flush=True)
+        server.shutdown()
     return 0
 
 

@@ -45,6 +45,22 @@ class GuardState:
     idle_timeout: float | None
     connections: set[Connection] = field(default_factory=set)
     reaper: asyncio.Task[None] | None = None
+    closing: bool = False  # close_all ran: a new session is told the service restarts
+
+    async def close_all(self) -> int:
+        """Close every open session with code 1012 (the service restarts) and refuse new ones; returns how many.
+
+        For hosts that do not close WebSockets at shutdown themselves (uvicorn does; a Ray Serve replica does not).
+        """
+        self.closing = True
+        open_now = [conn for conn in self.connections if not conn.closed]
+        for conn in open_now:
+            conn.closed = True
+            try:
+                await _close_restarting(conn.send)
+            except Exception:  # the socket may already be gone; it is being closed either way
+                pass
+        return len(open_now)
 
 
 class Guard:
@@ -81,6 +97,10 @@ class Guard:
             return await _refuse(scope, receive, send)
         if kind != "websocket":
             return await self.app(scope, receive, send)
+        if self.state.closing:
+            await receive()  # websocket.connect
+            await send({"type": "websocket.accept"})
+            return await _close_restarting(send)
         if self.state.reaper is None and self.idle_timeout is not None:
             self.state.reaper = asyncio.get_running_loop().create_task(self._reap())
         conn = Connection(send=send, last_activity=time.monotonic())
@@ -141,6 +161,14 @@ class Guard:
 def _error_frame(code: str, message: str) -> str:
     """An OpenEnv error frame carrying agentenv's own code (``agentenv.wire.Code``)."""
     return json.dumps({"type": "error", "data": {"message": message, "code": code}})
+
+
+async def _close_restarting(send: Any) -> None:
+    # 1012 (service restart), as uvicorn closes at shutdown: clients replay the episode or wait for the server
+    await send({"type": "websocket.send", "text": _error_frame(
+        Code.RESTARTING, "the server is shutting down; the episode was torn down. Replay it (waits_for_server=True "
+        "waits for a server)")})  # fmt: skip
+    await send({"type": "websocket.close", "code": 1012, "reason": "restarting"})
 
 
 async def _refuse(scope: Mapping[str, Any], receive: Any, send: Any) -> None:

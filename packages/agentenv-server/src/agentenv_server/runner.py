@@ -7,6 +7,7 @@ import logging
 import socket
 import threading
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import uvicorn
@@ -56,14 +57,17 @@ class _Redact(logging.Filter):
         return True
 
 
-def redact_token(app: Any) -> None:
-    """Keep the app's token out of every log line (uvicorn's debug log prints request headers)."""
+def redact_token(app: Any, loggers: Sequence[str] = ()) -> None:
+    """Keep the app's token out of every log line (uvicorn's debug log prints request headers).
+
+    Filters the handlers of the root logger, uvicorn's and those of ``loggers`` (a host's own, e.g. Ray Serve's).
+    """
     guard = getattr(getattr(app, "state", None), "guard", None)
     token = guard.token.decode() if guard is not None and guard.token else None
     if not token:
         return
-    loggers = [logging.getLogger(), *(logging.getLogger(n) for n in ("uvicorn", "uvicorn.error", "uvicorn.access"))]
-    for logger in loggers:
+    names = ("uvicorn", "uvicorn.error", "uvicorn.access", *loggers)
+    for logger in [logging.getLogger(), *(logging.getLogger(n) for n in names)]:
         for handler in logger.handlers:
             if not any(isinstance(f, _Redact) and f.secret == token for f in handler.filters):
                 handler.addFilter(_Redact(token))

@@ -1,0 +1,122 @@
+"""What runs on Ray: a bundle server as a Ray Serve replica, and the router that spreads sessions.
+
+Imported by the replicas and by Serve's proxies (the router), never by ``import agentenv_server``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import subprocess
+import sys
+import uuid
+from typing import Any
+
+from ray import serve
+from ray.serve.request_router import FIFOMixin, PendingRequest, RequestRouter, RunningReplica
+
+from ._guardian import TAG_VAR
+from .app import build_app, close_sessions
+
+__all__ = ["BundleReplica", "LeastBusyRouter"]
+
+log = logging.getLogger("agentenv.server")
+
+REPLICA_HEADER = "x-agentenv-replica"
+WATCH_SECONDS = 1.0  # how often a replica asks Serve whether its application is being deleted
+
+
+class LeastBusyRouter(FIFOMixin, RequestRouter):
+    """Every replica is a candidate and the least busy one with room takes the request.
+
+    Ray Serve's default router prefers replicas on the proxy's own node and only then looks further,
+    so one node's replica would fill up (and refuse sessions at its limit) while another node's had
+    room. An episode is long and heavy: spreading them evenly matters more than a network hop.
+    """
+
+    async def choose_replicas(
+        self, candidate_replicas: list[RunningReplica], pending_request: PendingRequest | None = None
+    ) -> list[list[RunningReplica]]:
+        """One rank of every replica; Serve picks the one with the fewest ongoing requests that has room."""
+        return [list(candidate_replicas)] if candidate_replicas else []
+
+
+class _ReplicaHeader:
+    """Names the replica that answered, in an ``x-agentenv-replica`` header (HTTP responses, WebSocket handshakes)."""
+
+    def __init__(self, app: Any, *, replica: str) -> None:
+        self.app = app
+        self.header = (REPLICA_HEADER.encode(), replica.encode())
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        async def named(message: dict[str, Any]) -> None:
+            if message["type"] in ("http.response.start", "websocket.accept"):
+                message = {**message, "headers": [*message.get("headers", []), self.header]}
+            await send(message)
+
+        await self.app(scope, receive, named if scope["type"] != "lifespan" else send)
+
+
+@serve.ingress()
+class BundleReplica:
+    """One whole agentenv server (``build_app``): its own episodes, its own ``max_concurrent_envs``."""
+
+    def __init__(self, bundle: str, options: dict[str, Any], token: str | None, capacity_fix: str) -> None:
+        from .runner import redact_token
+
+        self._tag = uuid.uuid4().hex
+        self._guardian: subprocess.Popen[bytes] | None = None
+        self._start_guardian()
+        os.environ[TAG_VAR] = self._tag  # every env program this replica starts inherits it (see _guardian)
+        self._app = build_app(bundle, token=token, **options)
+        self._app.state.openenv.capacity_fix = capacity_fix
+        redact_token(self._app, loggers=("ray", "ray.serve", "agentenv"))
+        self._app.add_middleware(_ReplicaHeader, replica=serve.get_replica_context().replica_tag)
+        self._watcher: asyncio.Task[None] | None = None
+        self._app.router.on_startup.append(self._start_watch)
+        self._app.router.on_shutdown.append(self._stop_watch)
+
+    def _start_guardian(self) -> None:
+        env = {k: v for k, v in os.environ.items() if k != TAG_VAR}
+        # its own session: Ray kills a dead worker's process group, and the guardian must outlive the replica
+        self._guardian = subprocess.Popen(
+            [sys.executable, "-m", "agentenv_server._guardian", self._tag],
+            stdin=subprocess.PIPE,
+            env=env,
+            start_new_session=True,
+        )
+
+    def __serve_build_asgi_app__(self) -> Any:
+        return self._app
+
+    async def _watch(self) -> None:
+        # Serve drains a deleted application's replicas by waiting for their open requests, and a session's
+        # WebSocket stays open across episodes: close them ourselves once the application is being deleted
+        # (serve.delete, serve shutdown, agentenv's own shutdown), so teardown runs before Ray kills anything
+        name = serve.get_replica_context().app_name
+        while True:
+            await asyncio.sleep(WATCH_SECONDS)
+            try:
+                status = await asyncio.to_thread(serve.status)
+            except Exception:  # the controller is restarting or gone; the next look tells
+                continue
+            app = status.applications.get(name)
+            if app is None or app.status == "DELETING":
+                closed = await close_sessions(self._app)
+                log.info("application %r is being deleted: closed %d session(s), their episodes torn down", name,
+                         closed)  # fmt: skip
+                return
+
+    async def _start_watch(self) -> None:
+        self._watcher = asyncio.get_running_loop().create_task(self._watch())
+
+    async def _stop_watch(self) -> None:
+        if self._watcher is not None:
+            self._watcher.cancel()
+
+    def check_health(self) -> None:
+        """Serve's health check: the replica answers, and its guardian runs (restarted if it died)."""
+        if self._guardian is not None and self._guardian.poll() is not None:
+            log.warning("the env-process guardian exited (code %s); starting a new one", self._guardian.returncode)
+            self._start_guardian()

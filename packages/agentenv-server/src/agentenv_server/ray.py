@@ -1,0 +1,269 @@
+"""A bundle served past one machine: the bundle server as a Ray Serve application.
+
+    from agentenv_server.ray import deploy
+    server = deploy("examples/bundles/inbox", replicas=2, token=os.environ["AGENTENV_TOKEN"])
+    server.url        # one address: /ws, /health and the Task API, as with agentenv serve
+    server.shutdown() # every session on every replica closed (1012), every episode torn down
+
+Each replica is a whole agentenv server (``build_app``) with its own episodes and its own
+``max_concurrent_envs``; Serve's proxy puts them behind one HTTP/WebSocket address and a WebSocket
+stays on the replica that took it. ``agentenv serve BUNDLE --ray`` runs the same. Needs
+``pip install 'agentenv-server[ray]'``: the Ray range is that extra's, checked when this module loads.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata as md
+import logging
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agentenv.bundle import load_bundle
+from agentenv.episode import RewardArg
+from agentenv.errors import AgentEnvError
+from agentenv.plugins import check_trainer
+
+from .app import _capacity
+
+__all__ = [
+    "HEADROOM",
+    "INSTALL",
+    "RayServe",
+    "check_ray",
+    "deploy",
+    "deployment_options",
+    "supported",
+]
+
+log = logging.getLogger("agentenv.server")
+
+DISTRIBUTION = "agentenv-server"
+INSTALL = "pip install 'agentenv-server[ray]'"
+# requests a replica takes past its sessions: Task API and /health calls, and the session that is told the
+# whole cluster is full (Serve routes nothing to a replica at max_ongoing_requests)
+HEADROOM = 4
+# a local Ray for one machine: no dashboard, a small object store (requests carry frames, not objects)
+LOCAL_OBJECT_STORE_BYTES = 80 * 1024 * 1024
+
+
+def supported() -> str:
+    """The Ray requirement of the ``ray`` extra, as declared once in agentenv-server's pyproject."""
+    from packaging.requirements import Requirement
+
+    for line in md.requires(DISTRIBUTION) or []:
+        requirement = Requirement(line)
+        if requirement.name == "ray" and requirement.marker is not None and "ray" in str(requirement.marker):
+            requirement.marker = None
+            return str(requirement)
+    raise ImportError(f"{DISTRIBUTION}'s metadata declares no 'ray' extra; reinstall it: {INSTALL}")
+
+
+def check_ray(version: str | None = None) -> str:
+    """Return the installed Ray version (or ``version``); ``ImportError`` naming both versions and the fix otherwise.
+
+    Reads distribution metadata only: Ray is imported when a bundle is deployed.
+    """
+    return check_trainer(
+        supported(), integration=DISTRIBUTION, why="agentenv serve --ray runs on Ray Serve", install=INSTALL,
+        version=version,
+    )  # fmt: skip
+
+
+check_ray()
+
+
+def _import_serve() -> Any:
+    try:
+        from ray import serve
+    except ImportError as exc:  # ray without its serve extra lacks Serve's own dependencies
+        raise ImportError(f"Ray {check_ray()} is installed without Ray Serve ({exc}): {INSTALL}") from None
+    return serve
+
+
+def deployment_options(
+    max_concurrent_envs: int,
+    *,
+    replicas: int = 1,
+    autoscale: tuple[int, int] | None = None,
+    replica_cpus: float = 1.0,
+    drain_seconds: float = 30.0,
+    runtime_env: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The Ray Serve settings of the bundle deployment (``serve.deployment(...).options(**these)``).
+
+    ``max_ongoing_requests`` is the replica's sessions plus ``HEADROOM``: Serve never routes to a replica at
+    it, so the router (``LeastBusyRouter``) sends each new session to the least busy replica with room.
+    ``autoscale=(min, max)`` scales on ongoing requests, aiming at 80% of a replica's sessions; scale-down
+    waits 10 minutes, since it drains a replica and ends its episodes. ``drain_seconds``: how long a
+    replica that is stopped lets its episodes run before Ray kills it (and its guardian the env programs).
+    """
+    from ray.serve.config import RequestRouterConfig
+
+    from ._replica import LeastBusyRouter
+
+    if autoscale is not None:
+        low, high = autoscale
+        if not 0 <= low <= high or high < 1:
+            raise AgentEnvError(f"--autoscale {low}:{high}: give MIN:MAX with 0 <= MIN <= MAX and MAX >= 1")
+        scaling: dict[str, Any] = {
+            "autoscaling_config": {
+                "min_replicas": low,
+                "initial_replicas": max(low, 1),
+                "max_replicas": high,
+                "target_ongoing_requests": max(1.0, 0.8 * max_concurrent_envs),
+                "upscale_delay_s": 10.0,
+                "downscale_delay_s": 600.0,
+            }
+        }
+    else:
+        if replicas < 1:
+            raise AgentEnvError(f"--replicas {replicas}: give at least 1 (or --autoscale MIN:MAX)")
+        scaling = {"num_replicas": replicas}
+    actor: dict[str, Any] = {"num_cpus": replica_cpus}
+    if runtime_env:
+        actor["runtime_env"] = runtime_env
+    return {
+        **scaling,
+        "max_ongoing_requests": max_concurrent_envs + HEADROOM,
+        "max_queued_requests": -1,  # past every replica's room, requests wait at the proxy (the client bounds it)
+        "request_router_config": RequestRouterConfig(request_router_class=LeastBusyRouter),
+        "graceful_shutdown_timeout_s": drain_seconds,
+        "graceful_shutdown_wait_loop_s": 1.0,
+        "health_check_period_s": 10.0,
+        "health_check_timeout_s": 30.0,
+        "ray_actor_options": actor,
+    }
+
+
+def _capacity_fix(replicas: int, autoscale: tuple[int, int] | None, per_replica: int) -> str:
+    scale = f"--autoscale {autoscale[0]}:{autoscale[1]}" if autoscale else f"--replicas {replicas}"
+    return (
+        f"serve it with more: every replica is full ({per_replica} sessions each, {scale}). Add replicas "
+        f"(agentenv serve --ray --replicas N, or a higher --autoscale MAX) or raise the per-replica limit "
+        f"(--max-concurrent-envs, or max_concurrent_envs= in agentenv_server.ray.deploy)"
+    )
+
+
+@dataclass
+class RayServe:
+    """A bundle served on Ray Serve: its URL, and how to shut it down."""
+
+    url: str
+    name: str
+    ray_address: str
+    owns_ray: bool
+    _closed: bool = field(default=False, repr=False)
+
+    def shutdown(self) -> None:
+        """Close every session on every replica (1012) and tear its episode down, then delete the application.
+
+        A Ray this process started is shut down too; on a cluster, Serve and Ray keep running.
+        """
+        if self._closed:
+            return
+        self._closed = True
+        import ray
+        from ray import serve
+
+        try:
+            serve.delete(self.name)  # each replica sees it and closes its sessions (see _replica.BundleReplica)
+        finally:
+            if self.owns_ray:
+                serve.shutdown()
+                ray.shutdown()
+
+    def __enter__(self) -> RayServe:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
+
+
+def deploy(
+    bundle: str | Path,
+    *,
+    token: str | None = None,
+    replicas: int = 1,
+    autoscale: tuple[int, int] | None = None,
+    ray_address: str | None = None,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    name: str = "agentenv",
+    route_prefix: str = "/",
+    max_concurrent_envs: int | None = None,
+    reward: RewardArg = None,
+    tool_timeout: float = 60.0,
+    reset_timeout: float = 300.0,
+    idle_timeout: float | None = 900.0,
+    replica_cpus: float = 1.0,
+    drain_seconds: float = 30.0,
+    ship_bundle: bool = True,
+    local_cpus: int | None = None,
+) -> RayServe:
+    """Serve ``bundle`` as the Ray Serve application ``name`` and return once every replica answers.
+
+    ``ray_address``: a running cluster (``auto``, ``HOST:6379``, ``ray://HOST:10001``); without it, a Ray
+    already initialised in this process, else a local Ray on loopback (``local_cpus``, default all cores)
+    that ``shutdown`` stops. ``host``/``port``: where Serve's proxy listens (on every node of a cluster).
+    ``replicas`` or ``autoscale=(min, max)``, ``replica_cpus`` and ``drain_seconds``: see
+    ``deployment_options``. ``ship_bundle`` (with ``ray_address``): upload the bundle folder as the
+    job's ``working_dir`` rather than read it at the same path on every node (a local Ray, or one this
+    process initialised, reads the path). The rest is ``build_app``'s.
+    """
+    if ray_address is None and "ray" not in sys.modules:
+        # a Ray started here is this machine's alone: every part of it on loopback, not the node's address
+        os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+    serve = _import_serve()
+    import ray
+    from ray.serve.config import HTTPOptions
+
+    from ._replica import BundleReplica
+
+    path = Path(bundle).resolve()
+    load_bundle(path)  # a bad bundle is refused here, with every problem named, not in each replica's log
+    capacity = _capacity(max_concurrent_envs)
+    options = deployment_options(capacity, replicas=replicas, autoscale=autoscale, replica_cpus=replica_cpus,
+                                 drain_seconds=drain_seconds)  # fmt: skip
+    app_options = {"max_concurrent_envs": capacity, "reward": reward, "tool_timeout": tool_timeout,
+                   "reset_timeout": reset_timeout, "idle_timeout": idle_timeout}  # fmt: skip
+    shipped = ship_bundle and ray_address is not None
+    owns = _connect(ray_address, local_cpus, working_dir=path if shipped else None)
+    try:
+        serve.start(http_options=HTTPOptions(host=host, port=port))
+        # a shipped bundle is the replicas' working directory
+        args = ("." if shipped else str(path), app_options, token, _capacity_fix(replicas, autoscale, capacity))
+        deployment = serve.deployment(BundleReplica, name="bundle").options(**options)
+        serve.run(deployment.bind(*args), name=name, route_prefix=route_prefix, blocking=False)
+    except BaseException:
+        if owns:
+            ray.shutdown()
+        raise
+    address = ray.get_runtime_context().gcs_address
+    shown = f"[{host}]" if ":" in host else host
+    prefix = "" if route_prefix == "/" else route_prefix.rstrip("/")
+    return RayServe(url=f"http://{shown}:{port}{prefix}", name=name, ray_address=address, owns_ray=owns)
+
+
+def _connect(ray_address: str | None, local_cpus: int | None, working_dir: Path | None) -> bool:
+    """Connect to Ray; True when this call started a local Ray (which the caller then owns)."""
+    import ray
+
+    if ray_address is None and ray.is_initialized():
+        return False
+    if ray_address is not None:
+        # Ray uploads a local working_dir only for a job (ray.init), and Serve's replicas inherit the job's
+        runtime_env = {"working_dir": str(working_dir)} if working_dir is not None else None
+        ray.init(address=ray_address, namespace="agentenv", log_to_driver=True, runtime_env=runtime_env)
+        return False
+    ray.init(
+        address="local",
+        namespace="agentenv",
+        num_cpus=local_cpus or os.cpu_count() or 1,
+        include_dashboard=False,
+        object_store_memory=LOCAL_OBJECT_STORE_BYTES,
+        log_to_driver=True,
+    )
+    return True

@@ -1,0 +1,160 @@
+"""A bundle on Ray Serve: 2 replicas behind one address, on a local Ray on loopback.
+
+The tests share one server (Ray takes tens of seconds to start here) and run in file order: the
+last two kill a replica and shut everything down.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import os
+import signal
+from pathlib import Path
+
+import httpx
+import pytest
+from agentenv.errors import AgentEnvError, EpisodeFailed, ServerUnavailable
+from agentenv.session import Session, Shared, SyncSession
+from websockets.exceptions import InvalidStatus
+
+from tests.ray.conftest import TOKEN, TOKEN_VAR, RayServer, parent_of, processes_with, wait_until
+from tests.unit.server_helpers import open_ws
+
+EPISODES = 64
+AT_ONCE = 16  # sessions open at once, each playing EPISODES / AT_ONCE episodes in turn
+
+
+def _deploys_by_replica(server: RayServer) -> collections.Counter[int]:
+    """The fake python env runs in its replica's process: its ledger's deploy lines carry the replica's pid."""
+    return collections.Counter(int(line.split()[1]) for line in server.ledger.path.read_text().splitlines()
+                               if line.startswith("deploy "))  # fmt: skip
+
+
+async def _play_echo(session: Session, word: str) -> float | None:
+    await session.start("echo")
+    await session.call("echo", {"text": word})
+    answer = await session.end_turn(f"I said {word}")
+    assert answer.result is not None and answer.result.outcome == "scored", answer.result
+    return answer.result.reward
+
+
+def test_64_episodes_spread_over_both_replicas_and_all_score(ray_server):
+    shared = Shared(ray_server.url, token_var=TOKEN_VAR, waits_for_server=True, reset_timeout=120)
+
+    async def player(n: int) -> list[float | None]:
+        async with Session(shared) as session:
+            return [await _play_echo(session, f"w{n}-{i}") for i in range(EPISODES // AT_ONCE)]
+
+    async def main() -> list[float | None]:
+        played = await asyncio.gather(*(player(n) for n in range(AT_ONCE)))
+        return [reward for rewards in played for reward in rewards]
+
+    rewards = asyncio.run(main())
+    assert rewards == [1.0] * EPISODES
+    by_replica = _deploys_by_replica(ray_server)
+    assert sum(by_replica.values()) == EPISODES
+    assert len(by_replica) == 2 and min(by_replica.values()) > 0, by_replica  # each replica served some
+
+
+def test_the_token_is_enforced_and_health_is_open(ray_server):
+    assert httpx.get(ray_server.url + "/health").status_code == 200
+    refused = httpx.get(ray_server.url + "/fake/splits")
+    assert refused.status_code == 401 and refused.headers["www-authenticate"] == "Bearer"
+    assert httpx.get(ray_server.url + "/fake/splits", headers={"Authorization": "Bearer nope"}).status_code == 401
+    with pytest.raises(InvalidStatus) as no_token:
+        open_ws(ray_server.url)
+    assert no_token.value.response.status_code == 401
+    with pytest.raises(InvalidStatus):
+        open_ws(ray_server.url, token="nope")
+    splits = httpx.get(ray_server.url + "/fake/splits", headers=ray_server.headers)
+    assert [s["name"] for s in splits.json()] == ["train", "eval", "test"]
+
+
+def test_the_task_api_answers_the_same_from_either_replica(ray_server):
+    by_replica = ray_server.replicas_answering()
+    assert len(by_replica) == 2, list(by_replica)
+    bodies = {body for answers in by_replica.values() for body in answers}
+    assert len(bodies) == 1
+    assert {t["id"] for t in httpx.Response(200, content=bodies.pop()).json()["tasks"]} >= {"echo", "two-turn"}
+
+
+def test_a_killed_replica_fails_its_episodes_the_other_plays_on_and_no_env_process_is_left(ray_server):
+    shared = Shared(ray_server.url, token_var=TOKEN_VAR, reset_timeout=60)
+    sessions, replica_of, children = [], {}, {}
+    for _ in range(6):  # least-busy routing alternates the replicas
+        session = SyncSession(shared)
+        session.start("proc-echo")
+        child = int(session.call("spawn", {}).text)  # env program -> child; the program's parent is the replica
+        replica_of[id(session)] = parent_of(parent_of(child))
+        children[id(session)] = child
+        sessions.append(session)
+    replicas = set(replica_of.values())
+    assert len(replicas) == 2, replica_of
+    killed = min(replicas)
+    doomed = [s for s in sessions if replica_of[id(s)] == killed]
+    spared = [s for s in sessions if replica_of[id(s)] != killed]
+    programs = {parent_of(children[id(s)]) for s in doomed}
+    os.kill(killed, signal.SIGKILL)  # like an OOM kill or a lost node: no teardown runs in the replica
+
+    for session in doomed:
+        with pytest.raises((ServerUnavailable, EpisodeFailed)) as lost:
+            session.call("echo", {"text": "anyone?"})
+        assert isinstance(lost.value, AgentEnvError)  # a server/env failure: unscored, replayed, never a zero
+    for session in spared:
+        assert session.call("echo", {"text": "still here"}).text == "still here"
+        assert session.end_turn("still here").result.outcome == "scored"
+        session.close()
+    # the guardian of the dead replica kills the env programs it left, and their children
+    gone = {*programs, *(children[id(s)] for s in doomed)}
+    wait_until(lambda: not any(os.path.exists(f"/proc/{pid}/environ") and _alive(pid) for pid in gone), 30,
+               "the dead replica's env programs and their children are gone")  # fmt: skip
+
+    # replayed on a new episode: Serve routes it to the live replica, or to the one it starts instead
+    replay = SyncSession(Shared(ray_server.url, token_var=TOKEN_VAR, waits_for_server=True, reset_timeout=120))
+    replay.start("echo")
+    replay.call("echo", {"text": "again"})
+    assert replay.end_turn("again").result.reward == 1.0
+    replay.close()
+    for session in doomed:
+        session.close()
+    # Serve replaces the replica: two replicas answer again, and the killed one is not among them
+    wait_until(lambda: len(ray_server.replicas_answering()) == 2, 120, "Serve started a replacement replica")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def test_sigterm_closes_every_session_tears_down_every_episode_and_leaves_no_process(ray_server):
+    shared = Shared(ray_server.url, token_var=TOKEN_VAR, reset_timeout=60)
+    sessions = []
+    for _ in range(4):
+        session = SyncSession(shared)
+        session.start("proc-echo")
+        session.call("spawn", {})
+        sessions.append(session)
+    python = SyncSession(shared)
+    python.start("echo")
+    python.call("echo", {"text": "up"})
+    sessions.append(python)
+    assert processes_with(ray_server.marker)
+    before = ray_server.ledger.count("teardown")
+
+    code, stderr = ray_server.terminate(timeout=120)
+
+    assert code == 0, stderr
+    # every open episode was torn down (each proc-echo program writes its own teardown line, and so does its env)
+    assert ray_server.ledger.count("teardown") - before >= len(sessions)
+    for session in sessions:
+        with pytest.raises(ServerUnavailable):
+            session.call("echo", {"text": "gone?"})
+    wait_until(lambda: not processes_with(ray_server.marker), 30, "no process of this run is left")
+    assert TOKEN not in stderr
+    for path in ray_server.ray_dir.rglob("*"):
+        if path.is_file() and not path.is_symlink():
+            assert TOKEN.encode() not in path.read_bytes(), path
