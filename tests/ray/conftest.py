@@ -68,8 +68,9 @@ class RayServer(ServeProcess):
                "AGENTENV_FAKE_LEDGER": str(self.ledger.path), "RAY_USAGE_STATS_ENABLED": "0"}  # fmt: skip
         super().__init__(FAKE, "--ray", "--token-var", TOKEN_VAR, *args, env=env)
 
-    def start(self, timeout: float = 180.0) -> RayServer:
-        super().start(timeout)
+    def start(self, timeout: float = 180.0, replicas: int = 2) -> RayServer:
+        super().start(timeout)  # /health answers once the first replica is up; wait for all of them
+        wait_until(lambda: len(self.replicas_answering()) >= replicas, timeout, f"{replicas} replicas answer")
         return self
 
     @property

@@ -14,8 +14,9 @@ from pathlib import Path
 
 import httpx
 import pytest
-from agentenv.errors import AgentEnvError, EpisodeFailed, ServerUnavailable
-from agentenv.session import Session, Shared, SyncSession
+from agentenv.errors import EpisodeLost
+from agentenv.session import Session, Shared
+from agentenv.sync import SyncSession
 from websockets.exceptions import InvalidStatus
 
 from tests.ray.conftest import TOKEN, TOKEN_VAR, RayServer, parent_of, processes_with, wait_until
@@ -79,46 +80,51 @@ def test_the_task_api_answers_the_same_from_either_replica(ray_server):
     assert {t["id"] for t in httpx.Response(200, content=bodies.pop()).json()["tasks"]} >= {"echo", "two-turn"}
 
 
-def test_a_killed_replica_fails_its_episodes_the_other_plays_on_and_no_env_process_is_left(ray_server):
-    shared = Shared(ray_server.url, token_var=TOKEN_VAR, reset_timeout=60)
-    sessions, replica_of, children = [], {}, {}
-    for _ in range(6):  # least-busy routing alternates the replicas
-        session = SyncSession(shared)
-        session.start("proc-echo")
-        child = int(session.call("spawn", {}).text)  # env program -> child; the program's parent is the replica
-        replica_of[id(session)] = parent_of(parent_of(child))
-        children[id(session)] = child
-        sessions.append(session)
-    replicas = set(replica_of.values())
-    assert len(replicas) == 2, replica_of
-    killed = min(replicas)
-    doomed = [s for s in sessions if replica_of[id(s)] == killed]
-    spared = [s for s in sessions if replica_of[id(s)] != killed]
-    programs = {parent_of(children[id(s)]) for s in doomed}
-    os.kill(killed, signal.SIGKILL)  # like an OOM kill or a lost node: no teardown runs in the replica
+def test_a_killed_replica_fails_its_episodes_which_replay_and_score_and_no_env_process_is_left(ray_server):
+    shared = Shared(ray_server.url, token_var=TOKEN_VAR, waits_for_server=True, reset_timeout=120)
+    ready, killed = asyncio.Event(), asyncio.Event()
+    placed: dict[int, tuple[int, int, int]] = {}  # rollout -> its replica, its env program, the program's child
 
-    for session in doomed:
-        with pytest.raises((ServerUnavailable, EpisodeFailed)) as lost:
-            session.call("echo", {"text": "anyone?"})
-        assert isinstance(lost.value, AgentEnvError)  # a server/env failure: unscored, replayed, never a zero
-    for session in spared:
-        assert session.call("echo", {"text": "still here"}).text == "still here"
-        assert session.end_turn("still here").result.outcome == "scored"
-        session.close()
-    # the guardian of the dead replica kills the env programs it left, and their children
-    gone = {*programs, *(children[id(s)] for s in doomed)}
-    wait_until(lambda: not any(os.path.exists(f"/proc/{pid}/environ") and _alive(pid) for pid in gone), 30,
-               "the dead replica's env programs and their children are gone")  # fmt: skip
+    async def rollout(n: int):
+        async with Session(shared) as session:
+            rollout = session.rollout("proc-echo", attempts=2)
 
-    # replayed on a new episode: Serve routes it to the live replica, or to the one it starts instead
-    replay = SyncSession(Shared(ray_server.url, token_var=TOKEN_VAR, waits_for_server=True, reset_timeout=120))
-    replay.start("echo")
-    replay.call("echo", {"text": "again"})
-    assert replay.end_turn("again").result.reward == 1.0
-    replay.close()
-    for session in doomed:
-        session.close()
-    # Serve replaces the replica: two replicas answer again, and the killed one is not among them
+            async def attempt(started):
+                if rollout.record.attempts == 1:
+                    child = int((await rollout.call("spawn", {})).text)  # the env program's parent is the replica
+                    program = parent_of(child)
+                    placed[n] = (parent_of(program), program, child)
+                    if len(placed) == 6:
+                        ready.set()
+                    await killed.wait()
+                assert (await rollout.call("echo", {"text": "sub"})).text == "sub"
+                return await rollout.end_turn("sub")
+
+            _, result = await rollout.play(attempt)
+            return rollout.record, result
+
+    async def main():
+        plays = [asyncio.ensure_future(rollout(n)) for n in range(6)]  # least-busy routing uses both replicas
+        await asyncio.wait_for(ready.wait(), 120)
+        replicas = {replica for replica, _, _ in placed.values()}
+        assert len(replicas) == 2, placed
+        victim = min(replicas)
+        os.kill(victim, signal.SIGKILL)  # like an OOM kill or a lost node: no teardown runs in the replica
+        killed.set()
+        return victim, await asyncio.gather(*plays)
+
+    victim, played = asyncio.run(main())
+    for n, (record, result) in enumerate(played):
+        assert result.outcome == "scored" and result.reward == 1.0, (n, result)
+        if placed[n][0] == victim:  # lost with the replica (never scored, never the policy's), replayed, scored
+            assert record.attempts == 2 and len(record.failures) == 1, record
+            assert record.failures[0].replayable and record.failures[0].fault != "policy", record
+        else:  # the other replica's episodes never noticed
+            assert record.attempts == 1 and record.failures == [], record
+    # the dead replica's guardian killed the env programs it left, and their children
+    gone = {pid for replica, program, child in placed.values() if replica == victim for pid in (program, child)}
+    wait_until(lambda: not any(_alive(pid) for pid in gone), 30, "the dead replica's env processes are gone")
+    # Serve replaced the replica: two replicas answer again
     wait_until(lambda: len(ray_server.replicas_answering()) == 2, 120, "Serve started a replacement replica")
 
 
@@ -151,7 +157,7 @@ def test_sigterm_closes_every_session_tears_down_every_episode_and_leaves_no_pro
     # every open episode was torn down (each proc-echo program writes its own teardown line, and so does its env)
     assert ray_server.ledger.count("teardown") - before >= len(sessions)
     for session in sessions:
-        with pytest.raises(ServerUnavailable):
+        with pytest.raises(EpisodeLost):
             session.call("echo", {"text": "gone?"})
     wait_until(lambda: not processes_with(ray_server.marker), 30, "no process of this run is left")
     assert TOKEN not in stderr

@@ -32,8 +32,19 @@ class LeastBusyRouter(FIFOMixin, RequestRouter):
 
     Ray Serve's default router prefers replicas on the proxy's own node and only then looks further,
     so one node's replica would fill up (and refuse sessions at its limit) while another node's had
-    room. An episode is long and heavy: spreading them evenly matters more than a network hop.
+    room. An episode is long and heavy: spreading them evenly matters more than a network hop. For the
+    same reason it asks every replica how busy it is each time rather than trusting a cache (Serve's
+    cache would send a burst of new sessions to the one replica it has an entry for).
     """
+
+    # a replica busy deploying envs may take a while to say how busy it is; Serve's 0.1 s would leave it out
+    # of the choice (and send everything to the other), and an episode can wait a second to be placed well
+    queue_len_response_deadline_s = 1.0
+    max_queue_len_response_deadline_s = 5.0
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs["use_replica_queue_len_cache"] = False
+        super().__init__(*args, **kwargs)
 
     async def choose_replicas(
         self, candidate_replicas: list[RunningReplica], pending_request: PendingRequest | None = None

@@ -17,6 +17,7 @@ import importlib.metadata as md
 import logging
 import os
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -237,6 +238,7 @@ def deploy(
         args = ("." if shipped else str(path), app_options, token, _capacity_fix(replicas, autoscale, capacity))
         deployment = serve.deployment(BundleReplica, name="bundle").options(**options)
         serve.run(deployment.bind(*args), name=name, route_prefix=route_prefix, blocking=False)
+        _wait_for_replicas(host, port, route_prefix, autoscale[0] if autoscale else replicas, timeout=reset_timeout)
     except BaseException:
         if owns:
             ray.shutdown()
@@ -245,6 +247,34 @@ def deploy(
     shown = f"[{host}]" if ":" in host else host
     prefix = "" if route_prefix == "/" else route_prefix.rstrip("/")
     return RayServe(url=f"http://{shown}:{port}{prefix}", name=name, ray_address=address, owns_ray=owns)
+
+
+def _wait_for_replicas(host: str, port: int, route_prefix: str, replicas: int, *, timeout: float) -> None:
+    """Return once the proxy here routes to ``replicas`` replicas: Serve reports an application running
+    before its proxy knows every replica, and a burst of sessions then lands on the first one."""
+    import asyncio
+
+    import httpx
+
+    from ._replica import REPLICA_HEADER
+
+    local = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
+    url = f"http://{f'[{local}]' if ':' in local else local}:{port}{route_prefix.rstrip('/')}/health"
+
+    async def answering() -> set[str]:
+        async with httpx.AsyncClient(timeout=10) as client:
+            answers = await asyncio.gather(*(client.get(url) for _ in range(2 * replicas)), return_exceptions=True)
+        return {a.headers.get(REPLICA_HEADER, "") for a in answers if isinstance(a, httpx.Response)} - {""}
+
+    seen: set[str] = set()
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        seen |= asyncio.run(answering())
+        if len(seen) >= replicas:
+            return
+        time.sleep(0.5)
+    raise AgentEnvError(f"Ray Serve reported the application running, but only {len(seen)} of {replicas} replicas "
+                        f"answered on {url} within {timeout:g} s; see the replicas' logs (serve status)")  # fmt: skip
 
 
 def _connect(ray_address: str | None, local_cpus: int | None, working_dir: Path | None) -> bool:
