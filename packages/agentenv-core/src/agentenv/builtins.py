@@ -53,6 +53,9 @@ def agentenv_cli_commands() -> Iterator[CliCommand]:
     yield CliCommand(
         "check", "validate a bundle and deploy one episode per toolset", cli.configure_check, cli.run_check
     )
+    from .evaluate import command as evaluate
+
+    yield CliCommand("eval", evaluate.HELP, evaluate.configure, evaluate.run)
     yield CliCommand(
         "plugins",
         "installed plugins, their hooks, and each integration's trainer range",
