@@ -144,7 +144,7 @@ def test_env_failures_are_replayed_then_kept_out_of_the_rates_and_listed(capsys,
     assert summary.overall.pass_at["1"] == 1.0 and summary.overall.mean_reward == 1.0  # the failures are not zeros
     assert summary.tasks["deploy-fails"].pass_at == {"1": None, "2": None}
     assert [(f["task"], f["kind"], f["attempts"]) for f in summary.failures] == [("deploy-fails", "deploy", 2)] * 2
-    assert ledger.count("deploy") >= 2 * 2 + 3  # each deploy-fails sample twice; echo twice plus its replay
+    assert ledger.count("deploy") == 2 * 2 + 3  # each deploy-fails sample twice; echo twice plus its replay
     echo = {line["sample"]: line for line in lines(tmp_path / "run") if line["task"] == "echo"}
     replayed = next(s for s in echo.values() if s["attempts"] == 2)
     assert [f["kind"] for f in replayed["failures"]] == ["crash"] and replayed["reward"] == 1.0
@@ -270,6 +270,15 @@ def test_every_example_task_scores_1_when_the_model_plays_the_reference_solution
     assert {t.task for t in summary.tasks.values()} == {t.id for t in loaded.tasks}
     assert {t.mean_reward for t in summary.tasks.values()} == {1.0}
     assert summary.overall.pass_at == {"1": 1.0} and summary.overall.failed == 0
+
+
+def test_an_unknown_split_or_task_is_named_before_any_episode(capsys, tmp_path, inbox):
+    with StandIn(inbox) as standin:
+        code, _, err = evaluate(capsys, standin, INBOX, tmp_path / "a", "--split", "nope")
+        assert code == 2 and "has no split 'nope'; its splits: train, eval" in err
+        code, _, err = evaluate(capsys, standin, INBOX, tmp_path / "b", "--tasks", "q-007,q-999")
+        assert code == 2 and "--tasks: no task 'q-999' in split(s) eval of inbox" in err
+        assert standin.requests == []
 
 
 # --- endpoint errors: told apart from env failures and from the model's mistakes ---------------------
