@@ -45,14 +45,24 @@ def test_a_task_glob_that_matches_no_file_is_refused(fake):
     assert "'taks/*.yaml' matches no file" in problem.message
 
 
-def test_an_env_module_file_that_is_missing_is_refused_naming_the_env(fake):
+def test_an_env_module_file_that_is_missing_is_refused_at_the_envs_target(fake):
     (fake / "fake_env.py").rename(fake / "other_env.py")
     error = refused(fake)
-    problems = [p for p in error.problems if p.field == "envs.ok"]
+    problems = [p for p in error.problems if p.field == "envs.ok.target"]
     assert problems, str(error)
     assert problems[0].file == "bundle.yaml"
-    assert problems[0].line == line_of(fake / "bundle.yaml", "  ok:")
+    assert problems[0].line == line_of(fake / "bundle.yaml", "  ok:") + 2  # the target: line under ok:
     assert "module 'fake_env' not found" in problems[0].message
+
+
+def test_an_env_kinds_problem_is_said_at_the_sub_field_it_names(fake):
+    patch(
+        fake / "bundle.yaml", "    command: [python, fake_proc.py]", "    command: [python, fake_proc.py]\n    imag: x"
+    )
+    problem = only_problem(refused(fake))
+    assert (problem.file, problem.field) == ("bundle.yaml", "envs.proc.imag")
+    assert problem.line == line_of(fake / "bundle.yaml", "imag: x")
+    assert problem.message == "unknown field; a subprocess env takes command, config, roles, env"
 
 
 def test_a_yaml_syntax_error_in_a_task_names_the_file_and_its_line(fake):
@@ -213,22 +223,26 @@ def test_an_unknown_bundle_field_is_refused_with_the_known_fields(fake):
 def test_an_unknown_verifier_field_is_refused(fake):
     patch(fake / "tasks" / "two-turn.yaml", "    answer: goodbye", "    answer: goodbye\n    anwser: bye")
     problem = only_problem(refused(fake))
-    assert (problem.file, problem.field) == ("tasks/two-turn.yaml", "turns[1].verifiers[0]")
-    assert "unknown field(s) anwser" in problem.message
+    assert (problem.file, problem.field) == ("tasks/two-turn.yaml", "turns[1].verifiers[0].anwser")
+    assert problem.line == line_of(fake / "tasks" / "two-turn.yaml", "anwser: bye")
+    assert (
+        "contains verifier 'answer-2': unknown field; the fields are id, kind, answer, ignore_case" in problem.message
+    )
 
 
 def test_a_bad_regex_is_refused_naming_the_verifier(fake):
     patch(fake / "tasks" / "two-turn.yaml", "pattern: (?i)hello", "pattern: (hello")
     problem = only_problem(refused(fake))
-    assert (problem.file, problem.field) == ("tasks/two-turn.yaml", "turns[0].verifiers[0]")
-    assert problem.line == line_of(fake / "tasks" / "two-turn.yaml", "- id: answer-1")
+    assert (problem.file, problem.field) == ("tasks/two-turn.yaml", "turns[0].verifiers[0].pattern")
+    assert problem.line == line_of(fake / "tasks" / "two-turn.yaml", "pattern: (hello")
     assert "regex verifier 'answer-1': pattern '(hello' is not a valid regular expression" in problem.message
 
 
 def test_a_python_check_that_does_not_exist_is_refused(fake):
     patch(fake / "tasks" / "echo.yaml", "check: fake_env:said_echo", "check: fake_env:said_it")
     problem = only_problem(refused(fake))
-    assert (problem.file, problem.field) == ("tasks/echo.yaml", "turns[0].verifiers[0]")
+    assert (problem.file, problem.field) == ("tasks/echo.yaml", "turns[0].verifiers[0].check")
+    assert problem.line == line_of(fake / "tasks" / "echo.yaml", "check: fake_env:said_it")
     assert "module 'fake_env' has no 'said_it'" in problem.message
 
 

@@ -247,10 +247,28 @@ def test_the_agentenv_program_reports_a_broken_plugin_by_name_and_still_runs(tmp
     env = {**os.environ, "AGENTENV_TESTPLUGIN_BROKEN": "1"}
     done = subprocess.run([AGENTENV, "plugins"], capture_output=True, text=True, env=env, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
-    assert "not loaded:\n  plugin 'testplugin-broken' (from agentenv-testplugin) was not loaded: ImportError" in (
-        done.stdout
-    )
+    said = "plugin 'testplugin-broken' (agentenv-testplugin 0.0.1) was left out: importing agentenv_testplugin.broken"
+    assert f"left out (1; everything else works):\n  {said}" in done.stdout
+    assert done.stderr.count(said) == 1  # and warned once on stderr
     assert "testtrainer" in done.stdout  # the good plugin of the same distribution is there
+
+
+def test_plugins_check_exits_1_when_a_plugin_was_left_out(tmp_path):
+    env = {**os.environ, "AGENTENV_TESTPLUGIN_BROKEN": "1"}
+    done = subprocess.run([AGENTENV, "plugins", "--check"], capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert done.returncode == 1
+    assert "testplugin-broken" in done.stdout
+    done = subprocess.run([AGENTENV, "plugins", "--check"], capture_output=True, text=True, cwd=tmp_path)
+    assert (done.returncode, done.stderr) == (0, "")
+
+
+def test_every_command_warns_once_about_a_plugin_left_out_and_runs(tmp_path):
+    env = {**os.environ, "AGENTENV_TESTPLUGIN_DUPE": "1"}
+    done = subprocess.run([AGENTENV, "play", ARITH, "one-001", "--reference"], capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.rstrip().endswith("reward: 1")
+    assert done.stderr.count("plugin 'testplugin-dupe'") == 1
+    assert "the verifier kind 'short' is registered by 'testplugin' (agentenv-testplugin 0.0.1)" in done.stderr
 
 
 def test_the_agentenv_program_refuses_a_bundle_with_exit_code_2(tmp_path):

@@ -10,7 +10,8 @@ import re
 from pathlib import Path
 
 import pytest
-from agentenv.plugins import SPEC_CLASSES, Plugins
+from agentenv.hookspecs import SPEC_CLASSES
+from agentenv.plugins import Plugins
 
 TESTS = Path(__file__).resolve().parent.parent
 SPECS = {name: spec for spec in SPEC_CLASSES for name in vars(spec) if name.startswith("agentenv_")}

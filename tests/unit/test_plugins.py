@@ -1,34 +1,22 @@
-"""Plugin discovery through the real entry points of agentenv-testplugin (installed in the test environment).
+"""Plugin discovery and each hook, through the entry points of agentenv-testplugin (installed for the tests).
 
-The misbehaving plugins of that distribution only misbehave when a variable asks them to; each test
-sets it with monkeypatch and builds a fresh ``Plugins()`` (never the cached ``plugins()``).
+Each test builds a fresh ``Plugins()`` (never the cached ``plugins()``); broken plugins are in
+test_plugin_isolation.py, wrappers and tracing in test_plugin_wrappers.py.
 """
 
 from __future__ import annotations
 
 import logging
-import sys
 from importlib.metadata import version
 
 import pytest
 from agentenv import load_bundle
+from agentenv.commands import _check
 from agentenv.errors import PluginError
-from agentenv.plugins import Plugins, RewardRule, VerifierKind, hookimpl
+from agentenv.plugins import EnvKind, Plugins, Problem, RewardRule, VerifierKind, hookimpl
 
 from tests.conftest import FAKE
-from tests.unit.core_helpers import copy_bundle, patch, play
-
-MISBEHAVING = ("agentenv_testplugin.broken", "agentenv_testplugin.dupe", "agentenv_testplugin.typo")
-
-
-@pytest.fixture
-def fresh_modules():
-    """Forget the misbehaving plugin modules before and after, so their variables are read at import."""
-    for name in MISBEHAVING:
-        sys.modules.pop(name, None)
-    yield
-    for name in MISBEHAVING:
-        sys.modules.pop(name, None)
+from tests.unit.core_helpers import copy_bundle, line_of, only_problem, patch, play, refused
 
 
 @pytest.fixture
@@ -43,7 +31,6 @@ def events(monkeypatch):
 
 def test_entry_point_plugins_are_loaded_with_their_distribution_version_and_hooks():
     infos = {i.name: i for i in Plugins().infos()}
-    assert infos["agentenv-core"].distribution == "agentenv-core"
     good = infos["testplugin"]
     assert (good.distribution, good.version) == ("agentenv-testplugin", version("agentenv-testplugin"))
     assert set(good.hooks) == {
@@ -61,9 +48,21 @@ def test_entry_point_plugins_are_loaded_with_their_distribution_version_and_hook
         assert infos[integration].distribution == f"agentenv-{integration}"
 
 
+def test_the_core_registers_its_built_ins_and_its_commands_first_as_two_plugins():
+    infos = Plugins().infos()
+    assert [(i.name, i.distribution) for i in infos[:2]] == [
+        ("agentenv.builtins", "agentenv-core"),
+        ("agentenv.commands", "agentenv-core"),
+    ]
+    assert infos[1].hooks == ("agentenv_cli_commands",)
+    assert "agentenv_cli_commands" not in infos[0].hooks  # the registries never import the CLI
+
+
 def test_plugins_can_be_left_out_of_a_plugin_set():
-    assert [i.name for i in Plugins(entry_points=False).infos()] == ["agentenv-core"]
-    assert "short" not in Plugins(entry_points=False).verifier_kinds()
+    loaded = Plugins(entry_points=False)
+    assert [i.name for i in loaded.infos()] == ["agentenv.builtins", "agentenv.commands"]
+    assert "short" not in loaded.verifier_kinds()
+    assert loaded.problems == []
 
 
 async def test_hook_agentenv_env_kinds_adds_a_kind_a_bundle_can_use(tmp_path):
@@ -74,6 +73,29 @@ async def test_hook_agentenv_env_kinds_adds_a_kind_a_bundle_can_use(tmp_path):
     _, steps, result = await play(bundle, "echo", [("echo", {"text": "ping"})], ["ping"])
     assert steps[0].text == "ping"
     assert (result.outcome, result.reward) == ("scored", 1.0)
+
+
+def test_hook_agentenv_env_kinds_check_problems_are_said_at_the_sub_field_they_name(tmp_path):
+    class Sized:
+        @staticmethod
+        @hookimpl
+        def agentenv_env_kinds():
+            def check(spec, bundle_dir):
+                if not isinstance(spec.config.get("size"), int):
+                    yield Problem(("config", "size"), "must be a whole number of slots (size: 8)")
+                yield "has no door; say where it opens"  # a plain string: about the env as a whole
+
+            yield EnvKind("sized", lambda spec, bundle_dir: None, check=check)
+
+    (tmp_path / "bundle.yaml").write_text(
+        "name: sized\nenvs:\n  box:\n    kind: sized\n    config:\n      size: big\ntasks: tasks/*.yaml\n"
+    )
+    error = refused(tmp_path, plugin_set=Plugins(entry_points=False, extra=[("sized", Sized)]))
+    found = {(p.field, p.line, p.message) for p in error.problems if p.field.startswith("envs")}
+    assert found == {
+        ("envs.box.config.size", 6, "must be a whole number of slots (size: 8)"),
+        ("envs.box", 3, "has no door; say where it opens"),
+    }
 
 
 @pytest.mark.parametrize(("reply", "score"), [("two words", 1.0), ("three words here", 0.0)])
@@ -87,6 +109,53 @@ async def test_hook_agentenv_verifier_kinds_adds_a_kind_a_task_can_use(tmp_path,
     assert result.scores == {"answer-1": 1.0, "answer-2": score}
 
 
+def test_hook_agentenv_verifier_kinds_check_problems_are_said_at_the_sub_field_they_name(tmp_path):
+    class Limited:
+        @staticmethod
+        @hookimpl
+        def agentenv_verifier_kinds():
+            def check(params, bundle_dir):
+                if not isinstance(params.get("limit"), int):
+                    yield Problem(("limit",), "must be a whole number of words (limit: 20)")
+
+            def build(params, bundle_dir):
+                raise AssertionError("build runs only once check found nothing")
+
+            yield VerifierKind("limited", build, check)
+
+    bundle_dir = copy_bundle(tmp_path)
+    task = bundle_dir / "tasks" / "two-turn.yaml"
+    patch(task, "kind: contains\n    answer: goodbye", "kind: limited\n    limit: many")
+    problem = only_problem(refused(bundle_dir, plugin_set=Plugins(entry_points=False, extra=[("limited", Limited)])))
+    assert (problem.file, problem.field, problem.line) == (
+        "tasks/two-turn.yaml",
+        "turns[1].verifiers[0].limit",
+        line_of(task, "limit: many"),
+    )
+    assert problem.message == "limited verifier 'answer-2': must be a whole number of words (limit: 20)"
+
+
+async def test_hook_agentenv_verifier_kinds_an_object_with_an_async_call_is_awaited_on_the_loop(tmp_path):
+    import asyncio
+
+    class Judge:  # no marker attribute: an async __call__ is enough
+        async def __call__(self, check):
+            asyncio.get_running_loop()  # raises in a worker thread: it runs on the loop
+            return check.reply == "goodbye"
+
+    class Judging:
+        @staticmethod
+        @hookimpl
+        def agentenv_verifier_kinds():
+            yield VerifierKind("judge", lambda params, bundle_dir: Judge())
+
+    bundle_dir = copy_bundle(tmp_path)
+    patch(bundle_dir / "tasks" / "two-turn.yaml", "kind: contains\n    answer: goodbye", "kind: judge")
+    bundle = load_bundle(bundle_dir, plugin_set=Plugins(entry_points=False, extra=[("judging", Judging)]))
+    _, _, result = await play(bundle, "two-turn", replies=["hello", "goodbye"])
+    assert (result.outcome, result.scores) == ("scored", {"answer-1": 1.0, "answer-2": 1.0})
+
+
 async def test_hook_agentenv_task_sources_reads_tasks_from_elsewhere(tmp_path):
     (tmp_path / "bundle.yaml").write_text("name: generated\ntasks: {source: generated, count: 3}\n")
     bundle = load_bundle(tmp_path, plugin_set=Plugins())
@@ -97,8 +166,6 @@ async def test_hook_agentenv_task_sources_reads_tasks_from_elsewhere(tmp_path):
 
 
 def test_an_unknown_task_source_is_refused_with_the_known_ones(tmp_path):
-    from tests.unit.core_helpers import only_problem, refused
-
     (tmp_path / "bundle.yaml").write_text("name: nowhere\ntasks: {source: sql, table: tasks}\n")
     problem = only_problem(refused(tmp_path, plugin_set=Plugins()))
     assert (problem.file, problem.field, problem.line) == ("bundle.yaml", "tasks.source", 2)
@@ -113,6 +180,20 @@ async def test_hook_agentenv_reward_rules_adds_a_rule_a_task_can_name(tmp_path, 
     bundle = load_bundle(bundle_dir, plugin_set=Plugins())
     _, _, result = await play(bundle, "two-turn", replies=replies)
     assert (result.outcome, result.reward) == ("scored", reward)
+
+
+def test_an_in_process_plugin_adds_a_rule_a_task_can_name(tmp_path):
+    class Half:
+        @staticmethod
+        @hookimpl
+        def agentenv_reward_rules():
+            yield RewardRule("half", lambda scores, params: 0.5)
+
+    bundle_dir = copy_bundle(tmp_path)
+    with open(bundle_dir / "tasks" / "two-turn.yaml", "a", encoding="utf-8") as f:
+        f.write("reward: half\n")
+    bundle = load_bundle(bundle_dir, plugin_set=Plugins(extra=[("half", Half)]))
+    assert bundle.task("two-turn").reward.rule == "half"
 
 
 async def test_hook_agentenv_toolset_changes_a_tasks_toolset_and_its_key(tmp_path):
@@ -147,23 +228,45 @@ def test_hook_agentenv_toolset_runs_in_registration_order_each_seeing_the_previo
     assert bundle.toolset(bundle.task("echo")).bash  # the test plugin's hook ran last
 
 
-async def test_hook_agentenv_episode_started_and_finished_observe_each_episode(events):
+def test_hook_agentenv_toolset_that_returns_no_toolset_refuses_the_load_naming_the_plugin():
+    class Wrong:
+        @staticmethod
+        @hookimpl
+        def agentenv_toolset(task, toolset):
+            return {"bash": True}
+
+    with pytest.raises(PluginError, match=r"plugin 'wrong' \(\(in process\)\) returned \{'bash': True\} from agen"):
+        load_bundle(FAKE, plugin_set=Plugins(entry_points=False, extra=[("wrong", Wrong)]))
+
+
+async def test_hook_agentenv_episode_started_and_finished_observe_each_episode_with_its_purpose(events):
     bundle = load_bundle(FAKE, plugin_set=Plugins())
     await play(bundle, "echo", [("echo", {"text": "ping"})], ["ping"])
     await play(bundle, "deploy-fails", [("echo", {"text": "x"})])
     await play(bundle, "two-turn", replies=["hello"])
     assert events == [
-        ("started", "echo"),
-        ("finished", "echo:scored"),
-        ("started", "deploy-fails"),
-        ("finished", "deploy-fails:failed"),
-        ("started", "two-turn"),
-        ("finished", "two-turn:unscored"),
+        ("started", "echo", "play"),
+        ("finished", "echo:scored", "play"),
+        ("started", "deploy-fails", "play"),
+        ("finished", "deploy-fails:failed", "play"),
+        ("started", "two-turn", "play"),
+        ("finished", "two-turn:unscored", "play"),
     ]
 
 
-async def test_hook_agentenv_episode_finished_observer_that_raises_is_logged_and_ignored(caplog):
-    class Raises:
+async def test_hook_agentenv_episode_started_sees_the_check_purpose_of_agentenv_check(events, tmp_path):
+    bundle_dir = copy_bundle(tmp_path)
+    for task in (bundle_dir / "tasks").glob("*.yaml"):
+        if task.name != "echo.yaml":
+            task.unlink()
+    await _check(load_bundle(bundle_dir, plugin_set=Plugins()), deploy_timeout=30)
+    assert events == [("started", "echo", "check"), ("finished", "echo:unscored", "check")]
+
+
+async def test_hook_agentenv_episode_finished_observer_that_raises_is_logged_and_the_others_still_see_it(
+    events, caplog
+):
+    class Raises:  # registered before the test plugin: called first
         @staticmethod
         @hookimpl
         def agentenv_episode_finished(episode, result):
@@ -174,14 +277,22 @@ async def test_hook_agentenv_episode_finished_observer_that_raises_is_logged_and
         _, _, result = await play(bundle, "echo", [("echo", {"text": "ping"})], ["ping"])
     assert result.reward == 1.0
     assert "plugin 'raises' failed in agentenv_episode_finished (ignored)" in caplog.text
+    assert ("finished", "echo:scored", "play") in events
 
 
-def test_hook_agentenv_integrations_yields_the_supported_range_checked_against_the_installed_trainer():
+def test_hook_agentenv_integrations_reads_the_range_from_the_extra_of_the_installed_distribution():
     integration = Plugins().integrations()["testtrainer"]
-    assert (integration.distribution, integration.supported) == ("pluggy", ">=1.0,<99")
+    assert (integration.package, integration.trainer) == ("agentenv-testplugin", "pluggy")
+    assert integration.requirement == "pluggy>=1.0,<99"  # [project.optional-dependencies] testtrainer
+    assert integration.supported == ">=1.0,<99"
     assert integration.installed_version() == version("pluggy")
-    assert integration.fits() is True
-    assert integration.fits("0.13.1") is False
+    assert integration.check() == version("pluggy")
+    with pytest.raises(ImportError) as info:
+        integration.check("0.13.1")
+    assert str(info.value) == (
+        "agentenv-testplugin supports pluggy>=1.0,<99, but pluggy 0.13.1 is installed: "
+        "pip install 'pluggy>=1.0,<99' (or pip install 'agentenv-testplugin[testtrainer]')"
+    )
     assert integration.offers == {"thing": "pluggy:PluginManager"}
 
 
@@ -190,88 +301,6 @@ def test_an_integration_that_is_not_installed_is_an_error_with_the_install_comma
         PluginError, match=r"unknown integration 'nope'; known: .*Install it: pip install agentenv-nope"
     ):
         Plugins().integration("nope")
-
-
-def test_a_plugin_that_fails_to_import_is_reported_by_name_and_the_others_load(monkeypatch, fresh_modules):
-    monkeypatch.setenv("AGENTENV_TESTPLUGIN_BROKEN", "1")
-    loaded = Plugins()
-    assert [(e.name, e.distribution) for e in loaded.load_errors] == [("testplugin-broken", "agentenv-testplugin")]
-    assert "ImportError: agentenv_testplugin.broken is broken on purpose" in str(loaded.load_errors[0])
-    assert "plugin 'testplugin-broken' (from agentenv-testplugin) was not loaded" in str(loaded.load_errors[0])
-    assert "testplugin-broken" not in {i.name for i in loaded.infos()}
-    assert "short" in loaded.verifier_kinds()  # the good plugin of the same distribution still loads
-    assert "serve" in loaded.cli_commands()
-
-
-def test_two_plugins_registering_one_name_is_an_error_naming_both(monkeypatch):
-    monkeypatch.setenv("AGENTENV_TESTPLUGIN_DUPE", "1")
-    with pytest.raises(PluginError) as info:
-        Plugins().verifier_kinds()
-    message = str(info.value)
-    assert "two plugins register the verifier kind 'short'" in message
-    assert "'testplugin' (agentenv-testplugin" in message
-    assert "'testplugin-dupe' (agentenv-testplugin" in message
-    assert message.index("'testplugin' (") < message.index("'testplugin-dupe' (")  # in registration order
-    assert "uninstall one of them or rename its verifier kind" in message
-
-
-def test_a_plugin_registering_a_built_in_name_is_an_error_naming_the_core_too():
-    class Regex:
-        @staticmethod
-        @hookimpl
-        def agentenv_verifier_kinds():
-            yield VerifierKind("regex", lambda params, bundle_dir: lambda check: 1.0)
-
-    with pytest.raises(PluginError, match=r"'agentenv-core' \(agentenv-core [^)]*\) and 'my-regex' \(\(in process\)\)"):
-        Plugins(entry_points=False, extra=[("my-regex", Regex)]).verifier_kinds()
-
-
-def test_a_misspelt_hook_is_reported_with_the_hook_it_meant(monkeypatch, fresh_modules):
-    monkeypatch.setenv("AGENTENV_TESTPLUGIN_TYPO", "1")
-    loaded = Plugins()
-    errors = [e for e in loaded.load_errors if e.name == "testplugin-typo"]
-    assert len(errors) == 1
-    assert "defines 'agentenv_verifier_kind' (did you mean 'agentenv_verifier_kinds'?)" in errors[0].error
-    assert "which is no agentenv hook; rename it" in errors[0].error
-    assert "short" in loaded.verifier_kinds()
-
-
-def test_a_registration_hook_that_raises_is_reported_and_the_other_plugins_records_stay():
-    class Raises:
-        @staticmethod
-        @hookimpl
-        def agentenv_reward_rules():
-            raise RuntimeError("no rules today")
-
-    loaded = Plugins(entry_points=False, extra=[("raises", Raises)])
-    assert {"mean", "min", "last", "weighted"} <= set(loaded.reward_rules())
-    assert [e.name for e in loaded.load_errors] == ["raises"]
-    assert "agentenv_reward_rules raised RuntimeError('no rules today')" in loaded.load_errors[0].error
-
-
-def test_a_record_of_the_wrong_type_is_an_error_naming_the_plugin_and_the_type():
-    class Wrong:
-        @staticmethod
-        @hookimpl
-        def agentenv_reward_rules():
-            yield {"name": "dict-rule"}
-
-    with pytest.raises(PluginError, match=r"plugin 'wrong' yielded .* from agentenv_reward_rules; yield RewardRule"):
-        Plugins(entry_points=False, extra=[("wrong", Wrong)]).reward_rules()
-
-
-def test_an_in_process_plugin_adds_a_rule_a_task_can_name(tmp_path):
-    class Half:
-        @staticmethod
-        @hookimpl
-        def agentenv_reward_rules():
-            yield RewardRule("half", lambda scores, params: 0.5)
-
-    bundle_dir = copy_bundle(tmp_path)
-    with open(bundle_dir / "tasks" / "two-turn.yaml", "a", encoding="utf-8") as f:
-        f.write("reward: half\n")
-    bundle = load_bundle(bundle_dir, plugin_set=Plugins(extra=[("half", Half)]))
-    assert bundle.task("two-turn").reward.rule == "half"
 
 
 def test_the_process_wide_plugins_are_loaded_once_and_reset_on_demand():

@@ -219,6 +219,7 @@ def test_the_extra_pins_the_declared_range():
     project = tomllib.loads((ROOT / "packages" / "agentenv-verl" / "pyproject.toml").read_text())
     assert SUPPORTED in project["project"]["optional-dependencies"]["verl"]
     integration = plugins().integration("verl")
-    assert integration.supported == SUPPORTED.removeprefix("verl")
-    assert integration.fits("0.9.1") is True
-    assert integration.fits("0.10.0") is False
+    assert integration.requirement == SUPPORTED  # read from the installed metadata of that extra
+    assert integration.check("0.9.1") == "0.9.1"
+    with pytest.raises(ImportError, match=r"agentenv-verl supports verl>=0\.9\.1,<0\.10, but verl 0\.10\.0"):
+        integration.check("0.10.0")

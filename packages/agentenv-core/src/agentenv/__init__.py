@@ -10,13 +10,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ._lazy import lazy_exports
+from .lazy import lazy_exports
 
 __version__ = "0.1.0"
 
 _EXPORTS = {
     "load_bundle": "bundle",
     "Bundle": "bundle",
+    "EnvSpec": "bundle",
     "Task": "bundle",
     "Toolset": "bundle",
     "Turn": "bundle",
@@ -31,7 +32,7 @@ _EXPORTS = {
     "Shared": "settings",
     "Rollout": "rollout",
     "Check": "verifiers",
-    "hookimpl": "plugins",
+    "hookimpl": "hookspecs",
     "plugins": "plugins",
     "AgentEnvError": "errors",
     "BundleError": "errors",
@@ -49,6 +50,7 @@ __all__ = [
     "Check",
     "Env",
     "EnvCrashed",
+    "EnvSpec",
     "Episode",
     "EpisodeFailed",
     "EpisodeLost",
@@ -71,11 +73,12 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from .bundle import Bundle, Task, Toolset, Turn, load_bundle
+    from .bundle import Bundle, EnvSpec, Task, Toolset, Turn, load_bundle
     from .env import Env, Tool, tool
     from .episode import Episode, Step
     from .errors import AgentEnvError, BundleError, EnvCrashed, EpisodeFailed, EpisodeLost, RolloutFailed, ToolError
-    from .plugins import hookimpl, plugins
+    from .hookspecs import hookimpl
+    from .plugins import plugins
     from .rollout import Rollout
     from .session import Session
     from .settings import Shared

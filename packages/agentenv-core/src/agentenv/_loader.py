@@ -18,6 +18,7 @@ from pydantic import ValidationError
 from ._yaml import Lines, SyntaxProblem, line_of, read_yaml
 from .env import Tool
 from .errors import BundleError, BundleProblem, PluginError
+from .records import Problem
 from .schema import check_schema
 from .specs import BUNDLE_FILE, AgentSpec, EnvSpec, RawTask, RewardSpec, Task, Toolset
 from .tasksources import dotted, row_field, undotted
@@ -220,8 +221,12 @@ class Loader:
                 fix = f"known: {known} (or install the plugin that provides it)"
                 self.problem(BUNDLE_FILE, (*loc, "kind"), f"unknown env kind {env.kind!r}; {fix}", lines)
                 continue
-            for message in kind.check(env, self.root):
-                self.problem(BUNDLE_FILE, loc, message, lines)
+            try:
+                found = [Problem.of(p) for p in kind.check(env, self.root)]
+            except Exception as exc:  # a plugin's check that breaks is said at the env, not raised
+                found = [Problem((), f"env kind {env.kind!r} could not check it: {type(exc).__name__}: {exc}")]
+            for problem in found:  # each at its own field's line
+                self.problem(BUNDLE_FILE, (*loc, *problem.path), problem.message, lines)
             out[env.name] = env
         return out
 
@@ -358,10 +363,19 @@ class Loader:
                     known = ", ".join(sorted(kinds))
                     self.task_problem(raw, (*loc, "kind"), f"unknown verifier kind {spec.kind!r}; known: {known}")
                     continue
+                said = f"{spec.kind} verifier {spec.id!r}"
+                try:
+                    found = [Problem.of(p) for p in kind.check(spec.params, self.root)]
+                except Exception as exc:  # a plugin's check that breaks is said at the verifier, not raised
+                    found = [Problem((), f"its kind could not check it: {type(exc).__name__}: {exc}")]
+                for problem in found:  # each at its own field's line
+                    self.task_problem(raw, (*loc, *problem.path), f"{said}: {problem.message}")
+                if found:
+                    continue
                 try:
                     yield (task.id, spec.id), kind.build(spec.params, self.root)
                 except (ValueError, LookupError, TypeError) as exc:
-                    self.task_problem(raw, loc, f"{spec.kind} verifier {spec.id!r}: {exc}")
+                    self.task_problem(raw, loc, f"{said}: {exc}")
 
     def _check_reward(self, task: Task, raw: RawTask) -> None:
         try:
@@ -369,8 +383,9 @@ class Loader:
         except PluginError as exc:
             self.task_problem(raw, ("reward",), str(exc))
             return
-        for message in rule.check(task.reward.params, task.step_ids):
-            self.task_problem(raw, ("reward",), message)
+        for found in rule.check(task.reward.params, task.step_ids):
+            problem = Problem.of(found)
+            self.task_problem(raw, ("reward", *problem.path), problem.message)
         if task.solution is not None and len(task.solution) != len(task.turns):
             self.task_problem(
                 raw,

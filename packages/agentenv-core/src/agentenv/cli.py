@@ -1,14 +1,21 @@
-"""The ``agentenv`` command line. Subcommands come from plugins (``agentenv_cli_commands``)."""
+"""The ``agentenv`` command line. Its subcommands come from plugins (``agentenv_cli_commands``).
+
+Conventions a plugin's command follows (the built-in ones in ``agentenv.commands`` do):
+
+- ``run(args)`` returns the exit code: 0 when all went well, 1 when what it did found a failure
+  (an env that did not deploy, an episode that failed).
+- An ``agentenv.AgentEnvError`` it raises is printed as ``error: MESSAGE`` on stderr and exits 2:
+  say in the message what happened and what to do. Any other exception is a bug and shows its
+  traceback. Ctrl-C exits 130.
+- Tables are printed with ``table(rows, header)``.
+- A plugin that was left out is named once on stderr (as a warning) before the command runs.
+"""
 
 from __future__ import annotations
 
 import argparse
-import asyncio
-import json
-import shlex
 import sys
 from collections.abc import Iterable, Sequence
-from pathlib import Path
 from typing import Any
 
 from .errors import AgentEnvError
@@ -20,14 +27,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``agentenv`` CLI; returns the exit code."""
     from .plugins import plugins
 
-    loaded = plugins()
+    commands = plugins().cli_commands()  # a plugin left out is logged here, once
     parser = argparse.ArgumentParser(prog="agentenv", description="Train LLM agents with RL on bundles of tasks.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    commands = loaded.cli_commands()
     for name in sorted(commands):
         command = commands[name]
         command.configure(sub.add_parser(name, help=command.help, description=command.help))
-    args = parser.parse_args(argv)  # a plugin that failed to load was already logged as a warning
+    args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help()
         return 2
@@ -41,231 +47,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def table(rows: Iterable[Sequence[Any]], header: Sequence[str]) -> str:
-    """A plain aligned text table."""
+    """A plain text table: the header, a rule, then one line per row, columns aligned; None prints empty."""
     cells = [[str(c) for c in header], *[[("" if c is None else str(c)) for c in row] for row in rows]]
     widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in cells]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
-
-
-# --- tasks -----------------------------------------------------------------------------------
-
-
-def configure_tasks(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("bundle", help="the bundle's folder")
-    parser.add_argument("--split", help="only this split")
-
-
-def run_tasks(args: argparse.Namespace) -> int:
-    from .bundle import load_bundle
-
-    bundle = load_bundle(args.bundle)
-    if args.split and args.split not in bundle.splits:
-        raise AgentEnvError(f"no split {args.split!r}; the splits are {', '.join(bundle.splits)}")
-    tasks = bundle.split(args.split) if args.split else bundle.tasks
-    rows = [(t.id, t.split, bundle.index_of(t), len(t.turns), bundle.toolset_key(t)) for t in tasks]
-    print(table(rows, ("id", "split", "index", "turns", "toolset")))
-    keys = {bundle.toolset_key(t) for t in tasks}
-    print(
-        f"\n{len(rows)} tasks, {len(keys)} toolset{'s' if len(keys) != 1 else ''}, splits: {', '.join(bundle.splits)}"
-    )
-    return 0
-
-
-# --- play ------------------------------------------------------------------------------------
-
-
-def configure_play(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("bundle", help="the bundle's folder")
-    parser.add_argument("task_id", help="the task to play")
-    group = parser.add_mutually_exclusive_group()
-    group.add_argument("--script", type=Path, help="a JSON file of turns: [{calls: [{tool, args}], reply}]")
-    group.add_argument("--reference", action="store_true", help="play the task's reference solution")
-    parser.add_argument("--tool-timeout", type=float, default=60.0, help="seconds a tool call may take")
-    parser.add_argument("--deploy-timeout", type=float, default=300.0, help="seconds the deploy may take")
-
-
-def _read_script(path: Path) -> list[dict[str, Any]]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise AgentEnvError(f"--script {path}: cannot be read ({exc.strerror})") from None
-    except json.JSONDecodeError as exc:
-        raise AgentEnvError(
-            f"--script {path}: not JSON ({exc.msg} at line {exc.lineno}); write a list of turns "
-            '[{"calls": [{"tool": ..., "args": {...}}], "reply": ...}]'
-        ) from None
-    turns = data.get("turns") if isinstance(data, dict) else data
-    if not isinstance(turns, list) or not all(isinstance(t, dict) for t in turns):
-        raise AgentEnvError(f"--script {path}: expected a list of turns, each {{calls: [...], reply: ...}}")
-    return turns
-
-
-def run_play(args: argparse.Namespace) -> int:
-    from .bundle import load_bundle
-
-    bundle = load_bundle(args.bundle)
-    try:
-        task = bundle.task(args.task_id)
-    except KeyError as exc:
-        raise AgentEnvError(exc.args[0]) from None
-    if args.reference:
-        if task.solution is None:
-            raise AgentEnvError(f"task {task.id!r} has no reference solution; give --script FILE or play it by hand")
-        script: list[dict[str, Any]] | None = [t.model_dump() for t in task.solution]
-    else:
-        script = _read_script(args.script) if args.script else None
-    result = asyncio.run(_play(bundle, task, script, args.tool_timeout, args.deploy_timeout))
-    return 0 if result.outcome != "failed" else 1
-
-
-async def _play(
-    bundle: Any, task: Any, script: list[dict[str, Any]] | None, tool_timeout: float, deploy_timeout: float
-) -> Any:
-    from .episode import Episode
-
-    episode = Episode(bundle, task, tool_timeout=tool_timeout, deploy_timeout=deploy_timeout)
-    await episode.start()
-    try:
-        print(f"task {task.id} ({task.split}), {len(task.turns)} turn(s)")
-        if task.system:
-            print(f"system: {task.system}")
-        print("tools: " + ", ".join(t.name for t in episode.tools))
-        turns = iter(script) if script is not None else None
-        while episode.result is None:
-            print(f"\n[turn {episode.turn + 1}] {episode.prompt}")
-            step = await (_scripted_turn(episode, next(turns, {})) if turns is not None else _typed_turn(episode))
-            if step is None:
-                break
-    finally:
-        result = await episode.close()
-    print()
-    _print_result(result)
-    return result
-
-
-async def _scripted_turn(episode: Any, turn: dict[str, Any]) -> Any:
-    for call in turn.get("calls") or []:
-        tool, call_args = call.get("tool"), call.get("args") or {}
-        print(f"  call {tool} {json.dumps(call_args)}")
-        step = await episode.call(tool, call_args)
-        if step.done:
-            return step
-        print(("  ! " if step.error else "  = ") + step.text.replace("\n", "\n    "))
-    reply = str(turn.get("reply", ""))
-    print(f"  reply: {reply}")
-    return await episode.end_turn(reply)
-
-
-async def _typed_turn(episode: Any) -> Any:
-    print("  type: call TOOL {json args} | reply TEXT | tools | quit")
-    while True:
-        try:
-            line = (await asyncio.to_thread(input, "> ")).strip()
-        except EOFError:
-            return None
-        verb, _, rest = line.partition(" ")
-        if verb == "quit":
-            return None
-        if verb == "tools":
-            for t in episode.tools:
-                print(f"  {t.name}: {t.description}\n    {json.dumps(t.parameters)}")
-        elif verb == "call":
-            name, _, raw = rest.strip().partition(" ")
-            try:
-                call_args = json.loads(raw) if raw.strip() else {}
-            except json.JSONDecodeError as exc:
-                print(f'  arguments are not JSON ({exc.msg}); e.g. call {name} {{"query": "budget"}}')
-                continue
-            step = await episode.call(name, call_args)
-            if step.done:
-                return step
-            print(("  ! " if step.error else "  = ") + step.text.replace("\n", "\n    "))
-        elif verb == "reply":
-            return await episode.end_turn(rest)
-        elif line:
-            print(f"  unknown command {shlex.quote(verb)}")
-
-
-def _print_result(result: Any) -> None:
-    for step, score in result.scores.items():
-        print(f"score {step}: {'no verdict' if score is None else f'{score:g}'}")
-    if result.outcome == "scored":
-        print(f"reward: {result.reward:g}")
-    elif result.outcome == "failed":
-        assert result.failure is not None
-        print(f"failed ({result.failure.kind} during {result.failure.stage}): {result.failure.message}")
-        print("reward: None (an env failure is never trained on)")
-    else:
-        print(f"unscored: {result.reason}")
-
-
-# --- check -----------------------------------------------------------------------------------
-
-
-def configure_check(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("bundle", help="the bundle's folder")
-    parser.add_argument("--deploy-timeout", type=float, default=300.0, help="seconds a deploy may take")
-
-
-def run_check(args: argparse.Namespace) -> int:
-    from .bundle import load_bundle
-
-    bundle = load_bundle(args.bundle)
-    print(f"bundle {bundle.name!r}: {len(bundle.tasks)} tasks in {', '.join(bundle.splits)}; loads cleanly")
-    rows, failed = asyncio.run(_check(bundle, args.deploy_timeout))
-    print(table(rows, ("toolset", "tasks", "played", "deploy s", "tools", "status")))
-    return 1 if failed else 0
-
-
-async def _check(bundle: Any, deploy_timeout: float) -> tuple[list[tuple[Any, ...]], int]:
-    from .episode import Episode
-
-    rows, failed = [], 0
-    for key, tasks in bundle.by_toolset().items():
-        episode = Episode(bundle, tasks[0], deploy_timeout=deploy_timeout)
-        await episode.start()
-        ok = await episode._deployed()
-        result = await episode.close()
-        status = "ok" if ok else f"FAILED: {result.failure.message}"  # type: ignore[union-attr]
-        failed += not ok
-        names = ", ".join(t.name for t in episode.tools)
-        rows.append((key, len(tasks), tasks[0].id, f"{result.seconds.deploy:.2f}", names, status))
-    return rows, failed
-
-
-# --- plugins ---------------------------------------------------------------------------------
-
-
-def configure_plugins(parser: argparse.ArgumentParser) -> None:
-    del parser  # no arguments
-
-
-def run_plugins(args: argparse.Namespace) -> int:
-    from .plugins import plugins
-
-    loaded = plugins()
-    rows = [
-        (i.name, i.distribution, i.version, ", ".join(h.removeprefix("agentenv_") for h in i.hooks))
-        for i in loaded.infos()
-    ]
-    print(table(rows, ("plugin", "distribution", "version", "hooks")))
-    integrations = loaded.integrations()
-    if integrations:
-        print()
-        out = []
-        for name, integration in sorted(integrations.items()):
-            version = integration.installed_version()
-            fits = integration.fits(version)
-            verdict = "not installed" if fits is None else ("ok" if fits else "OUTSIDE the supported range")
-            out.append((name, integration.distribution, integration.supported, version or "-", verdict))
-        print(table(out, ("integration", "trainer", "supported", "installed", "status")))
-    if loaded.load_errors:
-        print("\nnot loaded:")
-        for error in loaded.load_errors:
-            print(f"  {error}")
-    return 0
 
 
 if __name__ == "__main__":

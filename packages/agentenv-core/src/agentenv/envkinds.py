@@ -37,8 +37,9 @@ from typing import Any
 
 from .env import Env, Tool
 from .errors import EnvCrashed, ToolError
-from .plugins import EnvKind, resolve
+from .records import EnvKind, Problem
 from .specs import EnvSpec
+from .targets import resolve
 
 __all__ = ["SubprocessEnv"]
 
@@ -66,20 +67,21 @@ def _resolve_class(spec: EnvSpec, bundle_dir: Path) -> type:
     return cls
 
 
-def _python_check(spec: EnvSpec, bundle_dir: Path) -> list[str]:
-    problems = []
+def _python_check(spec: EnvSpec, bundle_dir: Path) -> list[Problem]:
+    problems = [Problem((k,), "unknown field; a python env takes target, config, roles") for k in sorted(spec.options)]
     if spec.command is not None:
-        problems.append("'command' is for subprocess envs; a python env names its class in 'target'")
-    if spec.options:
-        problems.append(f"unknown field(s) {', '.join(sorted(spec.options))}; a python env takes target, config, roles")
+        problems.append(
+            Problem(("command",), "'command' is for subprocess envs; a python env names its class in 'target'")
+        )
     try:
         _python_class(spec, bundle_dir)
     except Exception as exc:  # an import error in the env's module is a bundle problem, said as such
-        problems.append(
-            f"{exc}"
+        message = (
+            str(exc)
             if isinstance(exc, LookupError)
             else f"importing {spec.target!r} failed: {type(exc).__name__}: {exc}"
         )
+        problems.append(Problem(("target",), message))
     return problems
 
 
@@ -231,16 +233,18 @@ def _kill_group(pid: int) -> None:
         os.killpg(pid, signal.SIGKILL)
 
 
-def _subprocess_check(spec: EnvSpec, bundle_dir: Path) -> list[str]:
-    problems = []
+def _subprocess_check(spec: EnvSpec, bundle_dir: Path) -> list[Problem]:
+    problems = [
+        Problem((k,), "unknown field; a subprocess env takes command, config, roles, env")
+        for k in sorted(set(spec.options) - {"env"})
+    ]
     if not spec.command or not all(isinstance(c, str) for c in spec.command):
-        problems.append("missing 'command'; give the program as a list (command: [python, env.py])")
-    if spec.target is not None:
-        problems.append("'target' is for python envs; a subprocess env gives its program in 'command'")
-    extra = set(spec.options) - {"env"}
-    if extra:
         problems.append(
-            f"unknown field(s) {', '.join(sorted(extra))}; a subprocess env takes command, config, roles, env"
+            Problem(("command",), "missing 'command'; give the program as a list (command: [python, env.py])")
+        )
+    if spec.target is not None:
+        problems.append(
+            Problem(("target",), "'target' is for python envs; a subprocess env gives its program in 'command'")
         )
     return problems
 

@@ -30,7 +30,7 @@ from .env import Env, Tool, render_result
 from .errors import EnvCrashed
 from .plugins import Plugins, plugins
 from .schema import argument_errors
-from .verifiers import Check, ToolRecord, as_score
+from .verifiers import Check, ToolRecord, as_score, runs_on_loop
 from .wire import EpisodeResult, Failure, Outcome, Purpose, Seconds
 
 __all__ = ["Episode", "EpisodeResult", "Failure", "Seconds", "Step"]
@@ -59,7 +59,12 @@ RewardArg = str | RewardSpec | Callable[[Mapping[str, float]], float] | None
 
 class Episode:
     """One play of ``task``: create with the bundle and the task, ``await start()``, then call tools
-    and end turns; ``await close()`` always (it tears down and returns the result)."""
+    and end turns; ``await close()`` always (it tears down and returns the result).
+
+    ``purpose`` says why it is played, for the observers (``agentenv_episode_started``): ``"play"``
+    (a policy plays it), ``"check"`` (``agentenv check`` deploys it) or ``"probe"`` (a client lists
+    its toolset's tools).
+    """
 
     def __init__(
         self,
@@ -433,7 +438,7 @@ async def _maybe_await(value: Any) -> Any:
 
 
 def _is_async(fn: Callable[..., Any]) -> bool:
-    return inspect.iscoroutinefunction(fn) or bool(getattr(fn, "is_async", False))
+    return runs_on_loop(fn)
 
 
 async def _call(fn: Callable[..., Any], *args: Any) -> Any:

@@ -1,39 +1,29 @@
-"""agentenv's plugin system: hookspecs grouped by domain, typed records, and the manager.
+"""agentenv's plugins: the manager that loads them, leaves the broken ones out, and calls the hooks.
 
-A plugin is a module with ``@agentenv.plugins.hookimpl`` functions, announced by an entry point in
-the ``agentenv`` group::
-
-    [project.entry-points.agentenv]
-    mykinds = "mypackage.agentenv_plugin"
-
-Registration hooks yield typed records that carry a ``name``; two plugins registering one name
-is an error naming both. A plugin that fails to import is reported by name and the others load.
+What a plugin author imports is here: ``hookimpl``, the records its hooks yield (``EnvKind``,
+``VerifierKind``, ``TaskSource``, ``RewardRule``, ``Integration``, ``CliCommand``), ``Problem`` for a
+kind's ``check``, and ``resolve`` for ``module:attr`` targets. The hooks themselves, with what each
+gets and returns, are documented in ``agentenv.hookspecs``.
 """
 
 from __future__ import annotations
 
-import argparse
 import difflib
-import functools
 import importlib
 import importlib.metadata as md
-import importlib.util
+import inspect
 import logging
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
-from types import ModuleType
-from typing import TYPE_CHECKING, Any, Final, TypeVar
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Final, TypeVar
 
 import pluggy
 
 from .errors import PluginError
-
-if TYPE_CHECKING:
-    from .bundle import EnvSpec, Task, Toolset
-    from .env import Tool
-    from .episode import Episode, EpisodeResult
+from .hookspecs import NAME, SPEC_CLASSES, hookimpl, hookspec
+from .records import CliCommand, EnvKind, Integration, Problem, RewardRule, TaskSource, VerifierKind
+from .targets import resolve
 
 __all__ = [
     "NAME",
@@ -41,573 +31,390 @@ __all__ = [
     "EnvKind",
     "Integration",
     "PluginInfo",
-    "PluginLoadError",
+    "PluginProblem",
     "Plugins",
+    "Problem",
     "RewardRule",
     "TaskSource",
     "VerifierKind",
-    "check_trainer",
     "hookimpl",
     "hookspec",
     "plugins",
+    "reset_plugins",
+    "resolve",
 ]
-
-NAME: Final[str] = "agentenv"
-hookspec: Final = pluggy.HookspecMarker(NAME)
-hookimpl: Final = pluggy.HookimplMarker(NAME)
 
 log = logging.getLogger(__name__)
 
+CORE: Final[str] = "agentenv-core"
+# agentenv-core's own plugins, registered first by module name (as pytest loads its default plugins):
+# the manager never imports them, so they may import the rest of the core freely
+BUILTINS: Final = ("agentenv.builtins", "agentenv.commands")
 
-# --------------------------------------------------------------------------------------------
-# Records the registration hooks yield
-# --------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class EnvKind:
-    """An env kind (``kind:`` of an env in bundle.yaml).
-
-    ``create(spec, bundle_dir)`` returns a new, undeployed env instance (see ``agentenv.env``).
-    ``describe(spec, bundle_dir)`` returns the tools known before any episode, or None when only a
-    deploy can tell. ``check(spec, bundle_dir)`` returns what is wrong with the spec, each message
-    naming the fix (empty when fine).
-    """
-
-    name: str
-    create: Callable[[EnvSpec, Path], Any]
-    describe: Callable[[EnvSpec, Path], list[Tool] | None] = lambda spec, bundle_dir: None
-    check: Callable[[EnvSpec, Path], list[str]] = lambda spec, bundle_dir: []
+# registration hook -> what its records are called, and their type
+REGISTRATION: Final[dict[str, tuple[str, type]]] = {
+    "agentenv_env_kinds": ("env kind", EnvKind),
+    "agentenv_verifier_kinds": ("verifier kind", VerifierKind),
+    "agentenv_task_sources": ("task source", TaskSource),
+    "agentenv_reward_rules": ("reward rule", RewardRule),
+    "agentenv_integrations": ("integration", Integration),
+    "agentenv_cli_commands": ("CLI command", CliCommand),
+}
+HOOKS: Final = frozenset(name for spec in SPEC_CLASSES for name in vars(spec) if name.startswith(f"{NAME}_"))
 
 
 @dataclass(frozen=True)
-class VerifierKind:
-    """A verifier kind (``kind:`` of a verifier in a task's turn).
+class PluginProblem:
+    """A plugin that was left out: its name, distribution and version, what was wrong and the fix."""
 
-    ``build(params, bundle_dir)`` gets the verifier's fields other than ``id`` and ``kind`` and returns
-    a callable ``verify(check: agentenv.verifiers.Check) -> float | bool | None`` (may be async;
-    None means no verdict). It raises ``ValueError`` naming the field for bad params.
-    """
-
-    name: str
-    build: Callable[[Mapping[str, Any], Path], Callable[..., Any]]
-
-
-@dataclass(frozen=True)
-class TaskSource:
-    """Where a bundle's tasks come from (``tasks: {source: NAME, ...}`` in bundle.yaml).
-
-    ``read(config, bundle_dir)`` yields ``agentenv.bundle.RawTask`` records (the task's data and the
-    file and lines, or row and columns, to name in errors), and an ``agentenv.errors.BundleProblem``
-    for each thing it cannot read. It may be a generator: each task is checked as it comes.
-    """
-
-    name: str
-    read: Callable[[Any, Path], Iterable[Any]]
-
-
-@dataclass(frozen=True)
-class RewardRule:
-    """A reward rule: turns a task's scores (by step id, in turn order) into one reward.
-
-    ``combine(scores, params)`` returns the reward. ``check(params, step_ids)`` returns what is wrong
-    with ``params`` for a task with those step ids (empty when fine).
-    """
-
-    name: str
-    combine: Callable[[Mapping[str, float], Mapping[str, Any]], float]
-    check: Callable[[Mapping[str, Any], Sequence[str]], list[str]] = lambda params, step_ids: []
-
-
-@dataclass(frozen=True)
-class Integration:
-    """A trainer integration: its name, the trainer's distribution, the supported range, what it offers.
-
-    ``supported`` is a PEP 440 specifier set (``">=0.9.1,<0.10"``); ``offers`` maps what the
-    integration provides to import paths (``{"agent_loop": "agentenv_verl.loop:AgentEnvAgentLoop"}``).
-    """
-
-    name: str
+    plugin: str
     distribution: str
-    supported: str
-    offers: Mapping[str, str] = field(default_factory=dict)
-
-    def installed_version(self) -> str | None:
-        """The trainer's installed version, or None when it is not installed."""
-        try:
-            return md.version(self.distribution)
-        except md.PackageNotFoundError:
-            return None
-
-    def fits(self, version: str | None = None) -> bool | None:
-        """Whether ``version`` (default: the installed one) is in the supported range; None if absent."""
-        from packaging.specifiers import SpecifierSet
-
-        version = version if version is not None else self.installed_version()
-        if version is None:
-            return None
-        return SpecifierSet(self.supported).contains(version, prereleases=True)
-
-
-@dataclass(frozen=True)
-class CliCommand:
-    """A subcommand of the ``agentenv`` CLI: ``configure`` adds its arguments, ``run`` returns the exit code."""
-
-    name: str
-    help: str
-    configure: Callable[[argparse.ArgumentParser], None]
-    run: Callable[[argparse.Namespace], int]
-
-
-# --------------------------------------------------------------------------------------------
-# Hookspecs, by domain
-# --------------------------------------------------------------------------------------------
-
-
-class TaskSpecs:
-    """Hooks that define what a bundle can contain: env kinds, verifier kinds, task sources."""
-
-    @hookspec
-    def agentenv_env_kinds(self) -> Iterable[EnvKind]:
-        """Register env kinds.
-
-        What for: let bundles use ``kind: NAME`` for an env (a container, a remote sandbox...).
-
-        Parameters: none.
-
-        Returns: an iterable of ``EnvKind`` records. A name registered twice is an error naming
-        both plugins.
-
-        Example::
-
-            @hookimpl
-            def agentenv_env_kinds():
-                yield EnvKind(name="sqlite", create=lambda spec, bundle_dir: SqliteEnv(spec.config, bundle_dir))
-        """
-        raise NotImplementedError
-
-    @hookspec
-    def agentenv_verifier_kinds(self) -> Iterable[VerifierKind]:
-        """Register verifier kinds.
-
-        What for: let tasks score a turn with ``kind: NAME`` (a unit-test runner, a rubric judge...).
-
-        Parameters: none.
-
-        Returns: an iterable of ``VerifierKind`` records.
-
-        Example::
-
-            @hookimpl
-            def agentenv_verifier_kinds():
-                def build(params, bundle_dir):
-                    n = int(params["max_words"])
-                    return lambda check: float(len(check.reply.split()) <= n)
-                yield VerifierKind(name="short", build=build)
-        """
-        raise NotImplementedError
-
-    @hookspec
-    def agentenv_task_sources(self) -> Iterable[TaskSource]:
-        """Register task sources.
-
-        What for: read a bundle's tasks from somewhere other than YAML files
-        (``tasks: {source: NAME, ...}`` in bundle.yaml).
-
-        Parameters: none.
-
-        Returns: an iterable of ``TaskSource`` records.
-
-        Example::
-
-            @hookimpl
-            def agentenv_task_sources():
-                def read(config, bundle_dir):
-                    for i, line in enumerate((bundle_dir / config["path"]).read_text().splitlines()):
-                        yield RawTask(json.loads(line), file=config["path"], lines={(): i + 1})
-                yield TaskSource(name="jsonl", read=read)
-        """
-        raise NotImplementedError
-
-
-class ToolsetSpecs:
-    """Hooks that change what a task offers the model."""
-
-    @hookspec
-    def agentenv_toolset(self, task: Task, toolset: Toolset) -> Toolset | None:
-        """Change a task's toolset when its bundle loads.
-
-        What for: offer bash everywhere, deny a dangerous tool across a bundle, swap a role.
-
-        Parameters:
-            task: the task as written (its ``toolset`` is the written one).
-            toolset: the toolset so far: each plugin sees the previous plugin's result.
-
-        Returns: a new ``Toolset``, or None to leave it as it is. Toolset keys are computed after.
-
-        Example::
-
-            @hookimpl
-            def agentenv_toolset(task, toolset):
-                if task.split == "train":
-                    return toolset.model_copy(update={"bash": True})
-        """
-        raise NotImplementedError
-
-
-class SessionSpecs:
-    """Hooks that observe episodes (logging, metrics, tracing)."""
-
-    @hookspec
-    def agentenv_episode_started(self, episode: Episode) -> None:
-        """Observe an episode as it starts (before its deploy).
-
-        What for: count episodes, start a trace span, log which task is played.
-
-        Parameters:
-            episode: the episode; ``episode.task`` and ``episode.episode_id`` are set.
-
-        Returns: nothing. An observer that raises is logged and ignored.
-
-        Example::
-
-            @hookimpl
-            def agentenv_episode_started(episode):
-                print("start", episode.task.id)
-        """
-
-    @hookspec
-    def agentenv_episode_finished(self, episode: Episode, result: EpisodeResult) -> None:
-        """Observe an episode's result, after its teardown.
-
-        What for: metrics per outcome, failure alerts, timing dashboards.
-
-        Parameters:
-            episode: the episode that ended.
-            result: its result (``outcome`` is scored, failed or unscored).
-
-        Returns: nothing. An observer that raises is logged and ignored.
-
-        Example::
-
-            @hookimpl
-            def agentenv_episode_finished(episode, result):
-                if result.outcome == "failed":
-                    print("env failure", result.failure.kind, result.failure.stage)
-        """
-
-
-class RewardSpecs:
-    """Hooks that add reward rules."""
-
-    @hookspec
-    def agentenv_reward_rules(self) -> Iterable[RewardRule]:
-        """Register reward rules.
-
-        What for: combine a task's turn scores your way (``reward: NAME`` in a task, or
-        ``build_app(reward=NAME)``).
-
-        Parameters: none.
-
-        Returns: an iterable of ``RewardRule`` records.
-
-        Example::
-
-            @hookimpl
-            def agentenv_reward_rules():
-                yield RewardRule(name="all-or-nothing",
-                                 combine=lambda scores, params: float(all(s >= 1 for s in scores.values())))
-        """
-        raise NotImplementedError
-
-
-class IntegrationSpecs:
-    """Hooks by which trainer integrations announce themselves."""
-
-    @hookspec
-    def agentenv_integrations(self) -> Iterable[Integration]:
-        """Register a trainer integration.
-
-        What for: ``agentenv plugins`` shows each integration's supported trainer range against the
-        installed version; writers find the objects an integration offers (a verl agent loop) here.
-
-        Parameters: none.
-
-        Returns: an iterable of ``Integration`` records.
-
-        Example::
-
-            @hookimpl
-            def agentenv_integrations():
-                yield Integration(name="verl", distribution="verl", supported=">=0.9.1,<0.10",
-                                  offers={"agent_loop": "agentenv_verl.loop:AgentEnvAgentLoop"})
-        """
-        raise NotImplementedError
-
-
-class CliSpecs:
-    """Hooks that add ``agentenv`` subcommands."""
-
-    @hookspec
-    def agentenv_cli_commands(self) -> Iterable[CliCommand]:
-        """Register ``agentenv`` subcommands.
-
-        What for: integrations add their commands (``agentenv serve``, ``agentenv verl``).
-
-        Parameters: none.
-
-        Returns: an iterable of ``CliCommand`` records.
-
-        Example::
-
-            @hookimpl
-            def agentenv_cli_commands():
-                def configure(parser):
-                    parser.add_argument("bundle")
-                def run(args):
-                    print(load_bundle(args.bundle).name)
-                    return 0
-                yield CliCommand(name="name", help="print a bundle's name", configure=configure, run=run)
-        """
-        raise NotImplementedError
-
-
-SPEC_CLASSES: Final = (TaskSpecs, ToolsetSpecs, SessionSpecs, RewardSpecs, IntegrationSpecs, CliSpecs)
-
-
-# --------------------------------------------------------------------------------------------
-# The manager
-# --------------------------------------------------------------------------------------------
-
-
-def check_trainer(requirement: str, *, integration: str, why: str, install: str, version: str | None = None) -> str:
-    """Return the installed version of ``requirement``'s distribution (or ``version``) when it fits.
-
-    Otherwise raise ``ImportError`` with both versions and the fix (``pip install REQUIREMENT`` or
-    ``install``); ``why`` says what needs the trainer, ``integration`` names the wheel and its version.
-    Reads distribution metadata only: the trainer is not imported.
-    """
-    from packaging.requirements import Requirement  # here: the plugins import this module on every CLI run
-
-    wanted = Requirement(requirement)
-    if version is None:
-        try:
-            version = md.version(wanted.name)
-        except md.PackageNotFoundError:
-            raise ImportError(f"{why} ({requirement}), which is not installed: {install}") from None
-    if not wanted.specifier.contains(version, prereleases=True):
-        raise ImportError(
-            f"{integration} supports {requirement}, but {wanted.name} {version} is installed: "
-            f"pip install '{requirement}' (or {install})"
-        )
-    return version
-
-
-@dataclass(frozen=True)
-class PluginLoadError:
-    """A plugin that could not be loaded: its entry-point name, distribution and the error."""
-
-    name: str
-    distribution: str
+    version: str
     error: str
+    fix: str
 
     def __str__(self) -> str:
-        return f"plugin {self.name!r} (from {self.distribution}) was not loaded: {self.error}"
+        source = f"{self.distribution} {self.version}".strip()
+        return f"plugin {self.plugin!r} ({source}) was left out: {self.error}; {self.fix}"
 
 
 @dataclass(frozen=True)
 class PluginInfo:
-    """A loaded plugin: its name, distribution and version, and the hooks it implements."""
+    """A loaded plugin: its name, distribution and version, the hooks it implements and which it wraps."""
 
     name: str
     distribution: str
     version: str
     hooks: tuple[str, ...]
+    wrappers: tuple[str, ...] = ()
 
 
-R = TypeVar("R")
+class _LeftOut(Exception):
+    def __init__(self, error: str, fix: str) -> None:
+        super().__init__(error)
+        self.error, self.fix = error, fix
 
-BUILTIN = "agentenv-core"
+
+T = TypeVar("T")
 
 
 class Plugins:
-    """The loaded plugins, with typed lookups. Get the process-wide one with ``plugins()``."""
+    """The loaded plugins, with typed lookups; every hook is called through ``manager.hook``.
 
-    def __init__(self, *, entry_points: bool = True, extra: Sequence[tuple[str, ModuleType | object]] = ()) -> None:
+    Loads agentenv-core's built-ins, then ``extra`` (``(name, plugin)`` pairs, in process), then
+    the entry points of the ``agentenv`` group by name (unless ``entry_points`` is False). A plugin
+    that cannot be used is left out whole and listed in ``problems``. The set is fixed once built.
+    Get the process-wide one with ``plugins()``.
+    """
+
+    def __init__(self, *, entry_points: bool = True, extra: Sequence[tuple[str, object]] = ()) -> None:
         self.manager = pluggy.PluginManager(NAME)
         for spec in SPEC_CLASSES:
             self.manager.add_hookspecs(spec)
-        self.load_errors: list[PluginLoadError] = []
-        self._dist: dict[str, tuple[str, str]] = {}
-        from . import builtins
-
-        self._register(BUILTIN, builtins, ("agentenv-core", _version("agentenv-core")))
+        self.problems: list[PluginProblem] = []
+        self._source: dict[str, tuple[str, str]] = {}
+        self._records: dict[str, dict[str, Any]] = {hook: {} for hook in REGISTRATION}
+        self._callers: dict[str, tuple[tuple[str, pluggy.HookCaller], ...]] = {}
+        for module in BUILTINS:
+            self._add(module, importlib.import_module(module), (CORE, _version(CORE)), builtin=True)
         for name, obj in extra:
-            self._register(name, obj, ("(in process)", ""))
+            self._add(name, obj, ("(in process)", ""))
         if entry_points:
             self._load_entry_points()
-        self._cache: dict[str, dict[str, Any]] = {}
+        self._collect()
 
     # -- loading ------------------------------------------------------------------------------
 
     def _load_entry_points(self) -> None:
         for ep in sorted(md.entry_points(group=NAME), key=lambda e: e.name):
-            dist = ep.dist.name if ep.dist is not None else "?"
-            version = ep.dist.version if ep.dist is not None else "?"
-            if self.manager.has_plugin(ep.name):
+            source = (ep.dist.name, ep.dist.version) if ep.dist is not None else ("?", "")
+            if ep.name in self._source:
+                owner = self._source[ep.name][0]
+                self._leave_out(
+                    ep.name,
+                    source,
+                    _LeftOut(
+                        f"{owner} already installs a plugin of that name",
+                        f"uninstall one of them, or rename the entry point in [project.entry-points.{NAME}]",
+                    ),
+                )
                 continue
             try:
                 obj = ep.load()
             except Exception as exc:  # any import failure must not take the other plugins down
-                self.load_errors.append(PluginLoadError(ep.name, dist, f"{type(exc).__name__}: {exc}"))
-                log.warning("%s", self.load_errors[-1])
-                continue
-            self._register(ep.name, obj, (dist, version))
-
-    def _register(self, name: str, obj: object, dist: tuple[str, str]) -> None:
-        known = {n for spec in SPEC_CLASSES for n in vars(spec) if n.startswith(f"{NAME}_")}
-        unknown = sorted(
-            n for n in dir(obj) if n.startswith(f"{NAME}_") and callable(getattr(obj, n)) and n not in known
-        )
-        if unknown:
-            hints = "; ".join(
-                f"{n!r}" + (f" (did you mean {m[0]!r}?)" if (m := difflib.get_close_matches(n, known, 1)) else "")
-                for n in unknown
-            )
-            self.load_errors.append(
-                PluginLoadError(name, dist[0], f"defines {hints}, which is no agentenv hook; rename it")
-            )
-            log.warning("%s", self.load_errors[-1])
-            return
-        self.manager.register(obj, name=name)
-        self._dist[name] = dist
-
-    # -- records ------------------------------------------------------------------------------
-
-    def _records(self, hook: str, kind: str, record_type: type[R]) -> dict[str, R]:
-        if hook in self._cache:
-            return self._cache[hook]
-        found: dict[str, R] = {}
-        owner: dict[str, str] = {}
-        caller = getattr(self.manager.hook, hook)
-        # registration order (get_hookimpls() lists it; pluggy *calls* in reverse): built-ins first,
-        # then in-process extras, then entry points by name
-        for impl in caller.get_hookimpls():
-            plugin = impl.plugin_name
-            try:
-                produced = list(impl.function() or ())
-            except Exception as exc:
-                self.load_errors.append(
-                    PluginLoadError(plugin, self._dist.get(plugin, ("?", ""))[0], f"{hook} raised {exc!r}")
+                fix = f"fix the import, or uninstall {source[0]}"
+                self._leave_out(
+                    ep.name, source, _LeftOut(f"importing {ep.value} failed: {type(exc).__name__}: {exc}", fix)
                 )
-                log.warning("%s", self.load_errors[-1])
                 continue
-            for record in produced:
-                if not isinstance(record, record_type):
-                    raise PluginError(
-                        f"plugin {plugin!r} yielded {record!r} from {hook}; yield {record_type.__name__} records"
-                    )
-                if record.name in found:  # type: ignore[attr-defined]
-                    first = owner[record.name]  # type: ignore[attr-defined]
-                    raise PluginError(
-                        f"two plugins register the {kind} {record.name!r}: {self._describe(first)} and "  # type: ignore[attr-defined]
-                        f"{self._describe(plugin)}; uninstall one of them or rename its {kind}"
-                    )
-                found[record.name] = record  # type: ignore[attr-defined]
-                owner[record.name] = plugin  # type: ignore[attr-defined]
-        self._cache[hook] = found
-        return found
+            self._add(ep.name, obj, source)
+
+    def _add(self, name: str, obj: object, source: tuple[str, str], *, builtin: bool = False) -> None:
+        try:
+            _check_hook_names(self.manager, obj)
+            try:
+                self.manager.register(obj, name=name)
+            except pluggy.PluginValidationError as exc:
+                if self.manager.get_plugin(name) is obj:  # older pluggy leaves a refused plugin half registered
+                    self.manager.unregister(name=name)
+                raise _LeftOut(f"pluggy refused it: {' '.join(str(exc).split())}", _SEE_SPECS) from None
+            except ValueError as exc:  # pluggy: the object is already registered under another name
+                raise _LeftOut(" ".join(str(exc).split()), "register each plugin object once") from None
+        except _LeftOut as exc:
+            if builtin:
+                raise RuntimeError(f"agentenv's built-in plugin {name} is broken: {exc.error}") from None
+            self._leave_out(name, source, exc)
+            return
+        self._source[name] = source
+
+    def _leave_out(self, name: str, source: tuple[str, str], why: _LeftOut) -> None:
+        if self.manager.get_plugin(name) is not None:
+            self.manager.unregister(name=name)
+        self.problems.append(PluginProblem(name, source[0], source[1], why.error, why.fix))
+
+    def _collect(self) -> None:
+        """Call every registration hook per plugin; accept a plugin's records whole, or leave it out."""
+        made: dict[str, dict[str, list[Any]]] = {}
+        for hook, (_, record_type) in REGISTRATION.items():
+            for plugin, caller in self.callers(hook):
+                try:
+                    records = [r for result in caller() for r in (result or ())]
+                    for record in records:
+                        _check_record(hook, record, record_type)
+                except _LeftOut as exc:
+                    self._leave_plugin_out(plugin, exc)
+                    continue
+                except Exception as exc:
+                    self._leave_plugin_out(plugin, _LeftOut(f"its {hook} raised {type(exc).__name__}: {exc}", _FIX))
+                    continue
+                made.setdefault(plugin, {})[hook] = records
+        owner: dict[tuple[str, str], str] = {}
+        for plugin in [name for name, _ in self.manager.list_name_plugin()]:
+            clashes = []
+            mine: dict[tuple[str, str], str] = {}
+            for hook, records in made.get(plugin, {}).items():
+                what = REGISTRATION[hook][0]
+                for record in records:
+                    key = (hook, record.name)
+                    if key in owner or key in mine:
+                        clashes.append((what, record.name, owner.get(key, plugin)))
+                    mine[key] = plugin
+            if clashes:
+                self._leave_plugin_out(plugin, self._clash(clashes))
+                continue
+            owner.update(mine)
+            for hook, records in made.get(plugin, {}).items():
+                self._records[hook].update((r.name, r) for r in records)
+        self._callers.clear()  # plugins were left out: the callers are built again without them
+
+    def _clash(self, clashes: list[tuple[str, str, str]]) -> _LeftOut:
+        said = "; ".join(
+            f"the {what} {name!r} is registered by {self._describe(first)}" for what, name, first in clashes
+        )
+        whats = sorted({what for what, _, _ in clashes})
+        if any(self._source.get(first, ("",))[0] == CORE for _, _, first in clashes):
+            fix = f"rename its {' and '.join(whats)} (a built-in name is never replaced)"
+        else:
+            fix = f"rename its {' and '.join(whats)}, or uninstall one of the two"
+        return _LeftOut(f"it registers a name already taken: {said}", fix)
+
+    def _leave_plugin_out(self, plugin: str, why: _LeftOut) -> None:
+        source = self._source.pop(plugin, ("?", ""))
+        if source[0] == CORE:
+            raise RuntimeError(f"agentenv's built-in plugin {plugin} is broken: {why.error}")
+        self._leave_out(plugin, source, why)
+        self._callers.clear()
 
     def _describe(self, plugin: str) -> str:
-        dist, version = self._dist.get(plugin, ("?", ""))
+        dist, version = self._source.get(plugin, ("?", ""))
         return f"{plugin!r} ({dist} {version})".replace(" )", ")")
 
-    def _lookup(self, hook: str, kind: str, record_type: type[R], name: str, fix: str) -> R:
-        records = self._records(hook, kind, record_type)
-        if name not in records:
-            known = ", ".join(sorted(records)) or "none"
-            raise PluginError(f"unknown {kind} {name!r}; known: {known}. {fix}")
-        return records[name]
+    # -- calling hooks ------------------------------------------------------------------------
 
-    def env_kinds(self) -> dict[str, EnvKind]:
-        """Every env kind, by name."""
-        return self._records("agentenv_env_kinds", "env kind", EnvKind)
+    def callers(self, hook: str) -> tuple[tuple[str, pluggy.HookCaller], ...]:
+        """``(plugin, caller)`` for each plugin that implements ``hook``, in calling order.
 
-    def verifier_kinds(self) -> dict[str, VerifierKind]:
-        """Every verifier kind, by name."""
-        return self._records("agentenv_verifier_kinds", "verifier kind", VerifierKind)
+        Each caller is pluggy's hook caller for that plugin's implementation with every wrapper of
+        the hook around it. The order is registration order; ``tryfirst`` and ``trylast`` move a
+        plugin to the front or the back. Built once per hook (an episode's observers use it).
+        """
+        found = self._callers.get(hook)
+        if found is None:
+            everyone = getattr(self.manager.hook, hook)
+            plain = [i for i in everyone.get_hookimpls() if not (i.wrapper or i.hookwrapper)]
+            order = {name: i for i, (name, _) in enumerate(self.manager.list_name_plugin())}
+            plain.sort(key=lambda i: (0 if i.tryfirst else 2 if i.trylast else 1, order.get(i.plugin_name, 0)))
+            owners = list(dict.fromkeys(i.plugin for i in plain))
+            found = tuple(
+                (
+                    self.manager.get_name(owner) or "?",
+                    self.manager.subset_hook_caller(hook, [o for o in owners if o is not owner]),
+                )
+                for owner in owners
+            )
+            self._callers[hook] = found
+        return found
 
-    def task_sources(self) -> dict[str, TaskSource]:
-        """Every task source, by name."""
-        return self._records("agentenv_task_sources", "task source", TaskSource)
+    def apply_toolset_hooks(self, task: Any, toolset: T) -> T:
+        """Run every ``agentenv_toolset`` hook on ``task``, in order, each seeing the previous result.
 
-    def reward_rules(self) -> dict[str, RewardRule]:
-        """Every reward rule, by name."""
-        return self._records("agentenv_reward_rules", "reward rule", RewardRule)
-
-    def integrations(self) -> dict[str, Integration]:
-        """Every trainer integration, by name."""
-        return self._records("agentenv_integrations", "integration", Integration)
-
-    def cli_commands(self) -> dict[str, CliCommand]:
-        """Every CLI subcommand, by name."""
-        return self._records("agentenv_cli_commands", "CLI command", CliCommand)
-
-    def reward_rule(self, name: str) -> RewardRule:
-        """The reward rule ``name``; the error lists the known ones."""
-        return self._lookup(
-            "agentenv_reward_rules",
-            "reward rule",
-            RewardRule,
-            name,
-            "Use one of those or install the plugin that provides it.",
-        )
-
-    def integration(self, name: str) -> Integration:
-        """The integration ``name``; the error lists the installed ones."""
-        return self._lookup(
-            "agentenv_integrations",
-            "integration",
-            Integration,
-            name,
-            f"Install it: pip install agentenv-{name}",
-        )
-
-    # -- observers and toolsets ---------------------------------------------------------------
-
-    def apply_toolset_hooks(self, task: Task, toolset: Toolset) -> Toolset:
-        """Run every ``agentenv_toolset`` hook in registration order, each seeing the previous result."""
-        for impl in self.manager.hook.agentenv_toolset.get_hookimpls():
-            changed = impl.function(task=task, toolset=toolset)
-            if changed is not None:
+        Called once per task as a bundle loads: with no implementation it returns at once.
+        """
+        for plugin, caller in self.callers("agentenv_toolset"):
+            try:
+                results = caller(task=task, toolset=toolset)
+            except Exception as exc:
+                raise PluginError(
+                    f"plugin {self._describe(plugin)} failed in agentenv_toolset for task {task.id!r}: "
+                    f"{type(exc).__name__}: {exc}"
+                ) from exc
+            for changed in results:
+                if not isinstance(changed, type(toolset)):
+                    raise PluginError(
+                        f"plugin {self._describe(plugin)} returned {changed!r} from agentenv_toolset for task "
+                        f"{task.id!r}; return a Toolset (toolset.model_copy(update=...)) or None"
+                    )
                 toolset = changed
         return toolset
 
-    def notify_started(self, episode: Episode) -> None:
-        """Tell the session observers an episode started; an observer's error is logged, not raised."""
-        self._notify("agentenv_episode_started", episode=episode)
+    def notify_started(self, episode: Any) -> None:
+        """Tell the observers an episode started; an observer's error is logged, not raised."""
+        self._observe("agentenv_episode_started", episode=episode)
 
-    def notify_finished(self, episode: Episode, result: EpisodeResult) -> None:
-        """Tell the session observers an episode finished."""
-        self._notify("agentenv_episode_finished", episode=episode, result=result)
+    def notify_finished(self, episode: Any, result: Any) -> None:
+        """Tell the observers an episode finished; an observer's error is logged, not raised."""
+        self._observe("agentenv_episode_finished", episode=episode, result=result)
 
-    def _notify(self, hook: str, **kwargs: Any) -> None:
-        for impl in getattr(self.manager.hook, hook).get_hookimpls():
+    def _observe(self, hook: str, **kwargs: Any) -> None:
+        for plugin, caller in self.callers(hook):
             try:
-                impl.function(**{k: kwargs[k] for k in impl.argnames})
+                caller(**kwargs)
             except Exception:
-                log.exception("plugin %r failed in %s (ignored)", impl.plugin_name, hook)
+                log.exception("plugin %r failed in %s (ignored)", plugin, hook)
+
+    # -- records ------------------------------------------------------------------------------
+
+    def env_kinds(self) -> dict[str, EnvKind]:
+        """Every env kind, by name."""
+        return self._records["agentenv_env_kinds"]
+
+    def verifier_kinds(self) -> dict[str, VerifierKind]:
+        """Every verifier kind, by name."""
+        return self._records["agentenv_verifier_kinds"]
+
+    def task_sources(self) -> dict[str, TaskSource]:
+        """Every task source, by name."""
+        return self._records["agentenv_task_sources"]
+
+    def reward_rules(self) -> dict[str, RewardRule]:
+        """Every reward rule, by name."""
+        return self._records["agentenv_reward_rules"]
+
+    def integrations(self) -> dict[str, Integration]:
+        """Every trainer integration, by name."""
+        return self._records["agentenv_integrations"]
+
+    def cli_commands(self) -> dict[str, CliCommand]:
+        """Every CLI subcommand, by name."""
+        return self._records["agentenv_cli_commands"]
+
+    def reward_rule(self, name: str) -> RewardRule:
+        """The reward rule ``name``; the error lists the known ones."""
+        return self._lookup("agentenv_reward_rules", name, "Use one of those or install the plugin that provides it.")
+
+    def integration(self, name: str) -> Integration:
+        """The integration ``name``; the error lists the installed ones."""
+        return self._lookup("agentenv_integrations", name, f"Install it: pip install agentenv-{name}")
+
+    def _lookup(self, hook: str, name: str, fix: str) -> Any:
+        records = self._records[hook]
+        if name not in records:
+            known = ", ".join(sorted(records)) or "none"
+            left_out = f" ({self.left_out_note()})" if self.problems else ""
+            raise PluginError(f"unknown {REGISTRATION[hook][0]} {name!r}; known: {known}. {fix}{left_out}")
+        return records[name]
+
+    def left_out_note(self) -> str:
+        """A short note naming the plugins that were left out (empty when none was)."""
+        if not self.problems:
+            return ""
+        names = ", ".join(repr(p.plugin) for p in self.problems)
+        return f"plugin{'s' if len(self.problems) > 1 else ''} {names} left out: see agentenv plugins"
 
     # -- introspection ------------------------------------------------------------------------
 
     def infos(self) -> list[PluginInfo]:
-        """Every loaded plugin with its distribution, version and hooks."""
+        """Every loaded plugin with its distribution, version, hooks and wrapped hooks, built-ins first."""
         out = []
         for name, obj in self.manager.list_name_plugin():
-            hooks = tuple(sorted(c.name for c in self.manager.get_hookcallers(obj) or ()))
-            dist, version = self._dist.get(name, ("?", ""))
-            out.append(PluginInfo(name, dist, version, hooks))
-        return sorted(out, key=lambda i: (i.name != BUILTIN, i.name))
+            impls = [i for c in self.manager.get_hookcallers(obj) or () for i in c.get_hookimpls() if i.plugin is obj]
+            hooks = tuple(sorted({_hook_of(i) for i in impls}))
+            wrappers = tuple(sorted({_hook_of(i) for i in impls if i.wrapper or i.hookwrapper}))
+            dist, version = self._source.get(name, ("?", ""))
+            out.append(PluginInfo(name, dist, version, hooks, wrappers))
+        return sorted(out, key=lambda i: (i.distribution != CORE, i.name))
+
+
+_FIX = "fix the plugin, or uninstall it"
+_SEE_SPECS = "write each hook as agentenv.hookspecs documents it"
+
+
+def _hook_of(impl: pluggy.HookImpl) -> str:
+    return impl.opts.get("specname") or impl.function.__name__
+
+
+def _check_hook_names(manager: pluggy.PluginManager, obj: object) -> None:
+    """Refuse a plugin whose hook names or arguments match no hook (pluggy would accept it silently)."""
+    for attr in dir(obj):
+        try:
+            opts = manager.parse_hookimpl_opts(obj, attr)
+        except Exception:  # an attribute that cannot be read is nothing of ours
+            continue
+        if opts is None:
+            if attr.startswith(f"{NAME}_") and callable(getattr(obj, attr, None)):
+                if attr in HOOKS:
+                    raise _LeftOut(f"{attr} is not marked as a hook", f"decorate it with @{NAME}.plugins.hookimpl")
+                raise _LeftOut(f"{attr!r} is no agentenv hook{_meant(attr)}", "rename it")
+            continue
+        hook = opts.get("specname") or attr
+        if hook not in HOOKS:
+            raise _LeftOut(f"its hookimpl {attr!r} implements no agentenv hook{_meant(hook)}", "rename it")
+        function = getattr(obj, attr)
+        spec = getattr(manager.hook, hook).spec
+        taken = [a for a in _argnames(function) if a not in spec.argnames]
+        if taken:
+            wants = ", ".join(spec.argnames)
+            raise _LeftOut(
+                f"its {hook} takes {', '.join(map(repr, taken))}, which the hook does not pass",
+                f"write def {hook}({wants}) (any of those arguments, by name)",
+            )
+
+
+def _argnames(function: Any) -> list[str]:
+    params = [
+        p.name
+        for p in inspect.signature(function).parameters.values()
+        if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+    ]
+    return params[1:] if params[:1] in (["self"], ["cls"]) and not inspect.ismethod(function) else params
+
+
+def _meant(name: str) -> str:
+    close = difflib.get_close_matches(name, sorted(HOOKS), 1, 0.7)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def _check_record(hook: str, record: Any, record_type: type) -> None:
+    if not isinstance(record, record_type):
+        raise _LeftOut(
+            f"its {hook} yielded {record!r}",
+            f"yield {record_type.__name__} records (from agentenv.plugins import {record_type.__name__})",
+        )
+    if isinstance(record, Integration):
+        try:
+            _ = record.requirement
+        except LookupError as exc:
+            raise _LeftOut(f"its integration {record.name!r} has no readable trainer range: {exc}", _FIX) from None
 
 
 def _version(dist: str) -> str:
@@ -618,83 +425,21 @@ def _version(dist: str) -> str:
 
 
 _lock = threading.Lock()
-
-
-@functools.cache
-def _cached() -> Plugins:
-    return Plugins()
+_loaded: list[Plugins] = []
 
 
 def plugins() -> Plugins:
-    """The process-wide plugins, loaded on first use."""
+    """The process-wide plugins, loaded on first use; each left-out plugin is logged once as a warning."""
     with _lock:
-        return _cached()
+        if not _loaded:
+            loaded = Plugins()
+            for problem in loaded.problems:
+                log.warning("%s", problem)
+            _loaded.append(loaded)
+        return _loaded[0]
 
 
 def reset_plugins() -> None:
     """Forget the loaded plugins (the next ``plugins()`` loads them again). For tests and notebooks."""
     with _lock:
-        _cached.cache_clear()
-
-
-def resolve(target: str, *, bundle_dir: Path | None = None, what: str = "object") -> Any:
-    """Import ``"module:attr"``; a module in ``bundle_dir`` is found there first.
-
-    Raises ``LookupError`` with a message naming the target and the fix.
-    """
-    if ":" not in target:
-        raise LookupError(f"{what} {target!r} is not of the form 'module:name'; write it as module:name")
-    module_name, _, attr = target.partition(":")
-    module = _import_module(module_name, bundle_dir)
-    obj: Any = module
-    for part in attr.split("."):
-        if not hasattr(obj, part):
-            raise LookupError(f"{what} {target!r}: module {module_name!r} has no {attr!r}; check the name")
-        obj = getattr(obj, part)
-    return obj
-
-
-_bundle_modules: dict[tuple[str, str], ModuleType] = {}
-_bundle_lock = threading.Lock()
-
-
-def _import_module(module_name: str, bundle_dir: Path | None) -> ModuleType:
-    """Import a module from the bundle folder (by file, under a private name) or else normally.
-
-    Bundle modules are imported by path, not through sys.path, so two bundles may both have an
-    ``env.py`` without one shadowing the other.
-    """
-    if bundle_dir is not None:
-        rel = Path(*module_name.split("."))
-        for candidate in (bundle_dir / rel.with_suffix(".py"), bundle_dir / rel / "__init__.py"):
-            if candidate.is_file():
-                key = (str(candidate.resolve()), module_name)
-                with _bundle_lock:
-                    if key in _bundle_modules:
-                        return _bundle_modules[key]
-                    import hashlib
-                    import sys
-
-                    tag = hashlib.sha1(str(bundle_dir.resolve()).encode()).hexdigest()[:10]
-                    private = f"_agentenv_bundle_{tag}_{module_name.replace('.', '_')}"
-                    spec = importlib.util.spec_from_file_location(private, candidate)
-                    if spec is None or spec.loader is None:
-                        break
-                    module = importlib.util.module_from_spec(spec)
-                    sys.modules[private] = module
-                    # the bundle folder is importable while the module runs, so it may import its siblings
-                    sys.path.insert(0, str(bundle_dir))
-                    try:
-                        spec.loader.exec_module(module)
-                    except BaseException:
-                        sys.modules.pop(private, None)
-                        raise
-                    finally:
-                        sys.path.remove(str(bundle_dir))
-                    _bundle_modules[key] = module
-                    return module
-    try:
-        return importlib.import_module(module_name)
-    except ModuleNotFoundError as exc:
-        where = f" (looked in {bundle_dir} and on sys.path)" if bundle_dir else ""
-        raise LookupError(f"module {module_name!r} not found{where}: {exc}") from None
+        _loaded.clear()

@@ -6,6 +6,7 @@ verdict (the episode is then ``unscored``, never trained on as a zero).
 
 from __future__ import annotations
 
+import inspect
 import math
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -13,12 +14,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .plugins import RewardRule, VerifierKind, resolve
+from .records import Problem, RewardRule, VerifierKind
+from .targets import resolve
 
 if TYPE_CHECKING:
     from .bundle import Task
 
-__all__ = ["Check", "ToolRecord", "as_score"]
+__all__ = ["Check", "ToolRecord", "as_score", "runs_on_loop"]
 
 
 @dataclass(frozen=True)
@@ -58,12 +60,12 @@ def as_score(value: Any, where: str) -> float | None:
     raise TypeError(f"{where} returned {value!r}; return a finite number, a bool, or None for no verdict")
 
 
-def _answers(params: Mapping[str, Any], key: str = "answer") -> list[str]:
-    if key not in params:
-        raise ValueError(f"missing {key!r}; give the expected answer ({key}: 42) or a list of accepted ones")
-    value = params[key]
-    values = value if isinstance(value, list) else [value]
-    return [str(v) for v in values]
+def runs_on_loop(fn: Callable[..., Any]) -> bool:
+    """Whether ``fn`` is async (an ``async def`` function, or an object whose ``__call__`` is one).
+
+    agentenv awaits such a verifier (or env method) on the event loop; anything else runs in a worker thread.
+    """
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(type(fn).__call__)
 
 
 def _normalize(text: str, ignore_case: bool) -> str:
@@ -71,32 +73,51 @@ def _normalize(text: str, ignore_case: bool) -> str:
     return text.casefold() if ignore_case else text
 
 
-def _only(params: Mapping[str, Any], allowed: set[str]) -> None:
-    extra = sorted(set(params) - allowed)
-    if extra:
-        raise ValueError(f"unknown field(s) {', '.join(extra)}; the fields are id, kind, {', '.join(sorted(allowed))}")
+def _answers(params: Mapping[str, Any]) -> list[str]:
+    value = params["answer"]
+    return [str(v) for v in (value if isinstance(value, list) else [value])]
+
+
+def _unknown(params: Mapping[str, Any], allowed: set[str]) -> list[Problem]:
+    fields = ", ".join(["id", "kind", *sorted(allowed)])
+    return [Problem((k,), f"unknown field; the fields are {fields}") for k in sorted(set(params) - allowed)]
+
+
+def _check_regex(params: Mapping[str, Any], bundle_dir: Path) -> list[Problem]:
+    problems = _unknown(params, {"pattern", "ignore_case"})
+    if "pattern" not in params:
+        problems.append(Problem((), "missing 'pattern'; give the regular expression the reply must match"))
+    else:
+        try:
+            re.compile(str(params["pattern"]))
+        except re.error as exc:
+            problems.append(
+                Problem(("pattern",), f"pattern {params['pattern']!r} is not a valid regular expression: {exc}")
+            )
+    return problems
 
 
 def _build_regex(params: Mapping[str, Any], bundle_dir: Path) -> Callable[[Check], float]:
-    _only(params, {"pattern", "ignore_case"})
-    if "pattern" not in params:
-        raise ValueError("missing 'pattern'; give the regular expression the reply must match")
-    try:
-        regex = re.compile(str(params["pattern"]), re.IGNORECASE if params.get("ignore_case") else 0)
-    except re.error as exc:
-        raise ValueError(f"pattern {params['pattern']!r} is not a valid regular expression: {exc}") from None
+    regex = re.compile(str(params["pattern"]), re.IGNORECASE if params.get("ignore_case") else 0)
     return lambda check: 1.0 if regex.search(check.reply) else 0.0
 
 
+def _check_answer(params: Mapping[str, Any], bundle_dir: Path) -> list[Problem]:
+    problems = _unknown(params, {"answer", "ignore_case"})
+    if "answer" not in params:
+        problems.append(
+            Problem((), "missing 'answer'; give the expected answer (answer: 42) or a list of accepted ones")
+        )
+    return problems
+
+
 def _build_exact(params: Mapping[str, Any], bundle_dir: Path) -> Callable[[Check], float]:
-    _only(params, {"answer", "ignore_case"})
     ignore_case = bool(params.get("ignore_case", True))
     accepted = {_normalize(a, ignore_case) for a in _answers(params)}
     return lambda check: 1.0 if _normalize(check.reply, ignore_case) in accepted else 0.0
 
 
 def _build_contains(params: Mapping[str, Any], bundle_dir: Path) -> Callable[[Check], float]:
-    _only(params, {"answer", "ignore_case"})
     ignore_case = bool(params.get("ignore_case", True))
     accepted = [_normalize(a, ignore_case) for a in _answers(params)]
 
@@ -107,36 +128,50 @@ def _build_contains(params: Mapping[str, Any], bundle_dir: Path) -> Callable[[Ch
     return verify
 
 
-def _build_python(params: Mapping[str, Any], bundle_dir: Path) -> Callable[[Check], Any]:
-    _only(params, {"check", "env"})
+def _check_python(params: Mapping[str, Any], bundle_dir: Path) -> list[Problem]:
+    problems = _unknown(params, {"check", "env"})
     if "check" not in params:
-        raise ValueError("missing 'check'; name the function as module:function (it gets the env and the reply)")
-    fn = resolve(str(params["check"]), bundle_dir=bundle_dir, what="check")
+        problems.append(
+            Problem((), "missing 'check'; name the function as module:function (it gets the env and the reply)")
+        )
+        return problems
+    try:
+        fn = resolve(str(params["check"]), bundle_dir=bundle_dir, what="check")
+    except LookupError as exc:
+        return [*problems, Problem(("check",), str(exc))]
+    except Exception as exc:  # the module raised as it was imported: a bundle problem, said as such
+        return [*problems, Problem(("check",), f"importing {params['check']!r} failed: {type(exc).__name__}: {exc}")]
     if not callable(fn):
-        raise ValueError(f"check {params['check']!r} is not callable")
+        problems.append(Problem(("check",), f"check {params['check']!r} is not callable; name a function"))
+    return problems
+
+
+def _build_python(params: Mapping[str, Any], bundle_dir: Path) -> Callable[[Check], Any]:
+    fn = resolve(str(params["check"]), bundle_dir=bundle_dir, what="check")
     env_name = params.get("env")
 
-    def verify(check: Check) -> Any:
-        if env_name is not None and env_name not in check.envs:
+    def env_of(check: Check) -> Any:
+        if env_name is None:
+            return check.env
+        if env_name not in check.envs:
             raise LookupError(f"check {params['check']!r} wants env {env_name!r}, which this task's toolset lacks")
-        env = check.envs[env_name] if env_name is not None else check.env
-        return fn(env, check.reply)
+        return check.envs[env_name]
 
-    verify.is_async = _is_async(fn)  # type: ignore[attr-defined]
-    return verify
+    if runs_on_loop(fn):
 
+        async def verify_async(check: Check) -> Any:  # an async check runs on the loop, awaited
+            return await fn(env_of(check), check.reply)
 
-def _is_async(fn: Any) -> bool:
-    import inspect
-
-    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None))  # noqa: B004
+        return verify_async
+    return lambda check: fn(env_of(check), check.reply)
 
 
+# build runs only once check found nothing (agentenv.records.VerifierKind)
 VERIFIER_KINDS = (
-    VerifierKind("regex", _build_regex),
-    VerifierKind("exact", _build_exact),
-    VerifierKind("contains", _build_contains),
-    VerifierKind("python", _build_python),
+    VerifierKind("regex", _build_regex, _check_regex),
+    VerifierKind("exact", _build_exact, _check_answer),
+    VerifierKind("contains", _build_contains, _check_answer),
+    VerifierKind("python", _build_python, _check_python),
 )
 
 

@@ -89,9 +89,9 @@ def build_app(
         spec = RewardSpec(rule=reward) if isinstance(reward, str) else reward
         plugins().reward_rule(spec.rule)  # an unknown rule fails here, naming the known ones
         for task in bundle.tasks:
-            problems = plugins().reward_rule(spec.rule).check(spec.params, task.step_ids)
+            problems = list(plugins().reward_rule(spec.rule).check(spec.params, task.step_ids))
             if problems:
-                raise AgentEnvError(f"reward={reward!r} does not fit task {task.id!r}: {'; '.join(problems)}")
+                raise AgentEnvError(f"reward={reward!r} does not fit task {task.id!r}: {'; '.join(map(str, problems))}")
     capacity = _capacity(max_concurrent_envs)
     served = Served(bundle=bundle, tool_timeout=tool_timeout, reset_timeout=reset_timeout, reward=reward)
     app = FastAPI(title=f"agentenv: {bundle.name}", description=bundle.description)

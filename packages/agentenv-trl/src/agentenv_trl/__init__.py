@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from agentenv._lazy import lazy_exports
+from agentenv.lazy import lazy_exports
 
 from ._version import SUPPORTED, __version__
 

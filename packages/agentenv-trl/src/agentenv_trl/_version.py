@@ -1,24 +1,27 @@
-"""The TRL versions agentenv-trl supports, declared once, and the check run when the integration loads."""
+"""The TRL integration's record: the TRL range it supports, declared once, and the check run before TRL loads.
+
+The range is the ``trl`` extra of agentenv-trl's pyproject.toml (``trl = ["trl>=1.16.0,<1.17"]``), read
+from the installed metadata by ``agentenv.plugins.Integration``; nothing here restates it.
+"""
 
 from __future__ import annotations
 
 from typing import Final
 
-from agentenv.plugins import check_trainer
-from packaging.requirements import Requirement
+from agentenv.plugins import Integration
 
-__all__ = ["DISTRIBUTION", "INSTALL", "SUPPORTED", "__version__", "check_trl", "supported_range"]
+__all__ = ["INSTALL", "INTEGRATION", "SUPPORTED", "__version__", "check_trl"]
 
 __version__: Final[str] = "0.1.0"
 
-SUPPORTED: Final[str] = "trl>=1.16.0,<1.17"
-DISTRIBUTION: Final[str] = "trl"
-INSTALL: Final[str] = "pip install 'agentenv-trl[trl]'"
-
-
-def supported_range() -> str:
-    """The supported range as a PEP 440 specifier set, as declared (``">=1.16.0,<1.17"``)."""
-    return SUPPORTED[len(Requirement(SUPPORTED).name) :].strip()
+INTEGRATION: Final[Integration] = Integration(
+    name="trl",
+    package="agentenv-trl",
+    trainer="trl",
+    offers={"environment": "agentenv_trl:AgentEnv", "demo": "agentenv_trl.demo:run_demo"},
+)
+SUPPORTED: Final[str] = INTEGRATION.requirement  # "trl>=1.16.0,<1.17"
+INSTALL: Final[str] = INTEGRATION.install  # "pip install 'agentenv-trl[trl]'"
 
 
 def check_trl(version: str | None = None) -> str:
@@ -26,10 +29,4 @@ def check_trl(version: str | None = None) -> str:
 
     Reads the installed distribution's metadata only: TRL itself is not imported.
     """
-    return check_trainer(
-        SUPPORTED,
-        integration=f"agentenv-trl {__version__}",
-        why="agentenv_trl trains with TRL",
-        install=INSTALL,
-        version=version,
-    )
+    return INTEGRATION.check(version, why="agentenv_trl trains with TRL")

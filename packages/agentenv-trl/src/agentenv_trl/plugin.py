@@ -6,20 +6,12 @@ Importing it imports neither TRL nor torch (``agentenv`` loads every plugin at s
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Final
 
 from agentenv.plugins import CliCommand, Integration, hookimpl
 
-from ._version import DISTRIBUTION, supported_range
+from ._version import INTEGRATION
 
 __all__ = ["INTEGRATION", "agentenv_cli_commands", "agentenv_integrations"]
-
-INTEGRATION: Final[Integration] = Integration(
-    name="trl",
-    distribution=DISTRIBUTION,
-    supported=supported_range(),
-    offers={"environment": "agentenv_trl:AgentEnv", "demo": "agentenv_trl.demo:run_demo"},
-)
 
 
 @hookimpl

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from agentenv._lazy import lazy_exports
+from agentenv.lazy import lazy_exports
 
 from ._version import SUPPORTED
 from .errors import LoopConfigError, RolloutFailed

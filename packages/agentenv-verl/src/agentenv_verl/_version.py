@@ -1,29 +1,30 @@
-"""The verl versions agentenv-verl supports, declared once, and the check run when the loop loads."""
+"""The verl integration's record: the verl range it supports, declared once, and the check run before verl loads.
+
+The range is the ``verl`` extra of agentenv-verl's pyproject.toml (``verl = ["verl>=0.9.1,<0.10", ...]``),
+read from the installed metadata by ``agentenv.plugins.Integration``; nothing here restates it.
+"""
 
 from __future__ import annotations
 
 from typing import Final
 
-from agentenv.plugins import check_trainer
+from agentenv.plugins import Integration
 
-__all__ = ["DISTRIBUTION", "INSTALL", "SUPPORTED", "check_verl", "supported_range"]
+__all__ = ["AGENT_LOOP", "AGENT_LOOP_NAME", "INSTALL", "INTEGRATION", "SUPPORTED", "check_verl"]
 
-SUPPORTED: Final[str] = "verl>=0.9.1,<0.10"
-DISTRIBUTION: Final[str] = "verl"
-INSTALL: Final[str] = "pip install 'agentenv-verl[verl]'"
+AGENT_LOOP: Final[str] = "agentenv_verl.loop:AgentEnvAgentLoop"
+AGENT_LOOP_NAME: Final[str] = "agentenv"
 
-
-def supported_range() -> str:
-    """The supported range as a PEP 440 specifier set (``">=0.9.1,<0.10"``)."""
-    return SUPPORTED.removeprefix(DISTRIBUTION)
+INTEGRATION: Final[Integration] = Integration(
+    name="verl",
+    package="agentenv-verl",
+    trainer="verl",
+    offers={"agent_loop": AGENT_LOOP, "agent_loop_name": AGENT_LOOP_NAME, "writer": "agentenv_verl.writer:write"},
+)
+SUPPORTED: Final[str] = INTEGRATION.requirement  # "verl>=0.9.1,<0.10"
+INSTALL: Final[str] = INTEGRATION.install  # "pip install 'agentenv-verl[verl]'"
 
 
 def check_verl(version: str | None = None) -> str:
     """Return the installed verl version (or ``version``); raise ``ImportError`` naming the fix when it does not fit."""
-    return check_trainer(
-        SUPPORTED,
-        integration="agentenv-verl",
-        why="agentenv_verl.loop runs inside verl",
-        install=INSTALL,
-        version=version,
-    )
+    return INTEGRATION.check(version, why="agentenv_verl.loop runs inside verl")

@@ -6,23 +6,12 @@ Importing it does not import verl.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Final
 
 from agentenv.plugins import CliCommand, Integration, hookimpl
 
-from ._version import DISTRIBUTION, supported_range
+from ._version import AGENT_LOOP, AGENT_LOOP_NAME, INTEGRATION
 
 __all__ = ["AGENT_LOOP", "AGENT_LOOP_NAME", "INTEGRATION", "agentenv_cli_commands", "agentenv_integrations"]
-
-AGENT_LOOP: Final[str] = "agentenv_verl.loop:AgentEnvAgentLoop"
-AGENT_LOOP_NAME: Final[str] = "agentenv"
-
-INTEGRATION: Final[Integration] = Integration(
-    name="verl",
-    distribution=DISTRIBUTION,
-    supported=supported_range(),
-    offers={"agent_loop": AGENT_LOOP, "agent_loop_name": AGENT_LOOP_NAME, "writer": "agentenv_verl.writer:write"},
-)
 
 
 @hookimpl

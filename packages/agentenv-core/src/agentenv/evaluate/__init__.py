@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .._lazy import lazy_exports
+from ..lazy import lazy_exports
 
 _EXPORTS = {
     "ChatClient": "chat",

@@ -1,6 +1,9 @@
 """Lazy package exports: a name is imported from its module the first time it is read.
 
-Every agentenv package uses it so that importing the package stays cheap (``bench/import_time.py``).
+Every agentenv package uses it so that importing the package stays cheap (``bench/import_time.py``);
+a plugin package may too::
+
+    __getattr__, __dir__ = lazy_exports(__name__, {"KvEnv": "env"}, globals())
 """
 
 from __future__ import annotations
@@ -8,6 +11,8 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable, Mapping
 from typing import Any
+
+__all__ = ["lazy_exports"]
 
 
 def lazy_exports(
