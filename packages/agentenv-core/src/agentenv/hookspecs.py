@@ -12,8 +12,11 @@ tracing (``plugins().manager.enable_tracing()``). Each plugin's implementation g
 own, with every wrapper around it: records are attributed to the plugin that yielded them, one
 observer that raises does not keep the others from seeing the episode, and each
 ``agentenv_toolset`` sees the previous plugin's result. A wrapper therefore runs once per plugin that
-implements the hook (and not at all when none does). Plugins are called in registration order:
-agentenv-core's built-ins, then plugins passed in process, then entry points by name.
+implements the hook (and not at all when none does). A wrapper of a registration hook gets the
+plugin's result as it was returned (often a generator): to read the records, read them into lists
+and return those (``results = [list(r) for r in (yield)]``; old-style: ``outcome.force_result``).
+Plugins are called in registration order (agentenv-core's built-ins, then plugins passed in
+process, then entry points by name); ``tryfirst``/``trylast`` move one to the front or the back.
 
 A plugin that fails to import, that pluggy refuses (a misspelt argument, a wrapper that does not
 yield), that marks a function as a hookimpl of no hook here (or names one ``agentenv_...`` that is
