@@ -220,15 +220,21 @@ def test_a_problem_an_env_kind_finds_is_said_at_the_sub_fields_line(venv, tmp_pa
     assert f"bundle.yaml:{line}: envs.store.config.seed.apples: must be text; quote it (apples: '3')" in done.stderr
 
 
-def test_the_example_bundle_is_served_by_agentenv_serve_and_played_through_the_session_layer(venv):
-    from agentenv.session import Shared, SyncSession
+def test_the_example_bundle_is_served_by_agentenv_serve_and_played_and_probed_through_the_session_layer(venv):
+    from agentenv.settings import Shared
+    from agentenv.sync import SyncSession
+    from agentenv.taskapi import tasks_and_tools
 
     port = free_port()
     command = [str(venv.path / "bin" / "agentenv"), "serve", str(BUNDLE), "--port", str(port), "--log-level", "warning"]
     server = subprocess.Popen(command, env=venv.env(), cwd=venv.path.parent, stderr=subprocess.PIPE, text=True)
     try:
         _wait_for(server, f"http://127.0.0.1:{port}/health")
-        session = SyncSession(Shared(f"http://127.0.0.1:{port}", reset_timeout=60))
+        shared = Shared(f"http://127.0.0.1:{port}", reset_timeout=60)
+        rows, tools = tasks_and_tools(shared, ["train", "eval"])  # one probe per toolset
+        assert sorted(row.id for row in rows) == ["count", "restock"]
+        assert sorted(len(t) for t in tools.values()) == [2, 4]  # the read-only task lost put and delete
+        session = SyncSession(shared)
         try:
             started = session.start("restock")
             assert [t.name for t in started.tools] == ["get", "put", "delete", "keys"]
@@ -242,7 +248,11 @@ def test_the_example_bundle_is_served_by_agentenv_serve_and_played_through_the_s
         _, err = server.communicate(timeout=60)
     assert result is not None
     assert (result.outcome, result.reward, result.scores) == ("scored", 1.0, {"stored": 1.0, "pears": 1.0})
-    assert {"task": "restock", "purpose": "play", "outcome": "scored", "reward": 1.0} in venv.kv_log()
+    assert sorted((e["task"], e["purpose"], e["outcome"]) for e in venv.kv_log()) == [
+        ("count", "probe", "unscored"),
+        ("restock", "play", "scored"),
+        ("restock", "probe", "unscored"),
+    ]
     assert err.count("plugin 'kv-imposter'") == 1  # the server warned once too
 
 

@@ -33,9 +33,9 @@ from typing import TYPE_CHECKING, Final
 import pluggy
 
 if TYPE_CHECKING:
-    from .bundle import Task, Toolset
-    from .episode import Episode, EpisodeResult
-    from .records import CliCommand, EnvKind, Integration, RewardRule, TaskSource, VerifierKind
+    from .records import CliCommand, EnvKind, Integration, ObservedEpisode, RewardRule, TaskSource, VerifierKind
+    from .specs import Task, Toolset
+    from .wire import EpisodeResult
 
 __all__ = ["NAME", "SPEC_CLASSES", "hookimpl", "hookspec"]
 
@@ -146,17 +146,18 @@ class SessionSpecs:
     """Hooks that observe episodes (logging, metrics, tracing)."""
 
     @hookspec
-    def agentenv_episode_started(self, episode: Episode) -> None:
+    def agentenv_episode_started(self, episode: ObservedEpisode) -> None:
         """Observe an episode as it starts (before its deploy).
 
         What for: count episodes, start a trace span, log which task is played.
 
         Parameters:
-            episode: the episode; ``episode.task``, ``episode.episode_id`` and ``episode.purpose``
-                are set. ``purpose`` says why it is played: ``"play"`` (a policy plays it: training,
-                evaluation, ``agentenv play``), ``"check"`` (``agentenv check`` deploys it to see the
-                env come up) or ``"probe"`` (a client lists a toolset's tools, e.g. a dataset
-                writer). Count only ``"play"`` when you count what was trained on.
+            episode: the episode (an ``agentenv.Episode``; what to rely on is ``ObservedEpisode``):
+                ``task``, ``episode_id`` and ``purpose`` are set. ``purpose`` says why it is
+                played: ``"play"`` (a policy plays it: training, evaluation, ``agentenv play``),
+                ``"check"`` (``agentenv check`` deploys it to see the env come up) or ``"probe"``
+                (a client lists a toolset's tools, e.g. a dataset writer). Count only ``"play"``
+                when you count what was trained on.
 
         Returns: nothing. An observer that raises is logged (naming its plugin) and ignored.
 
@@ -169,7 +170,7 @@ class SessionSpecs:
         """
 
     @hookspec
-    def agentenv_episode_finished(self, episode: Episode, result: EpisodeResult) -> None:
+    def agentenv_episode_finished(self, episode: ObservedEpisode, result: EpisodeResult) -> None:
         """Observe an episode's result, after its teardown.
 
         What for: metrics per outcome, failure alerts, timing dashboards.

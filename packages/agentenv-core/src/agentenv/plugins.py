@@ -22,7 +22,16 @@ import pluggy
 
 from .errors import PluginError
 from .hookspecs import NAME, SPEC_CLASSES, hookimpl, hookspec
-from .records import CliCommand, EnvKind, Integration, Problem, RewardRule, TaskSource, VerifierKind
+from .records import (
+    CliCommand,
+    EnvKind,
+    Integration,
+    ObservedEpisode,
+    Problem,
+    RewardRule,
+    TaskSource,
+    VerifierKind,
+)
 from .targets import resolve
 
 __all__ = [
@@ -30,6 +39,7 @@ __all__ = [
     "CliCommand",
     "EnvKind",
     "Integration",
+    "ObservedEpisode",
     "PluginInfo",
     "PluginProblem",
     "Plugins",
@@ -277,11 +287,11 @@ class Plugins:
                 toolset = changed
         return toolset
 
-    def notify_started(self, episode: Any) -> None:
+    def notify_started(self, episode: ObservedEpisode) -> None:
         """Tell the observers an episode started; an observer's error is logged, not raised."""
         self._observe("agentenv_episode_started", episode=episode)
 
-    def notify_finished(self, episode: Any, result: Any) -> None:
+    def notify_finished(self, episode: ObservedEpisode, result: Any) -> None:
         """Tell the observers an episode finished; an observer's error is logged, not raised."""
         self._observe("agentenv_episode_finished", episode=episode, result=result)
 

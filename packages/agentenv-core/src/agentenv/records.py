@@ -13,16 +13,18 @@ import importlib.metadata as md
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from .bundle import EnvSpec
     from .env import Tool
+    from .specs import EnvSpec, Task
+    from .wire import Purpose
 
 __all__ = [
     "CliCommand",
     "EnvKind",
     "Integration",
+    "ObservedEpisode",
     "Problem",
     "RewardRule",
     "TaskSource",
@@ -50,6 +52,20 @@ class Problem:
     def of(cls, found: Problem | str) -> Problem:
         """A problem as a kind returned it: a plain string is about the whole of what was checked."""
         return found if isinstance(found, Problem) else cls((), str(found))
+
+
+class ObservedEpisode(Protocol):
+    """What an observer may rely on of the episode it gets: an ``agentenv.Episode``.
+
+    ``purpose`` says why it is played: ``"play"`` (a policy plays it), ``"check"`` (``agentenv check``
+    deploys it) or ``"probe"`` (a client lists its toolset's tools).
+    """
+
+    episode_id: str
+    task: Task
+    purpose: Purpose
+    turn: int  # the open turn (0-based); after the last turn, the number of turns
+    tools: list[Tool]  # what the model was offered (empty when the envs could not be created)
 
 
 def _no_problems(*args: Any) -> list[Problem]:

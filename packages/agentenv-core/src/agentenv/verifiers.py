@@ -18,7 +18,7 @@ from .records import Problem, RewardRule, VerifierKind
 from .targets import resolve
 
 if TYPE_CHECKING:
-    from .bundle import Task
+    from .specs import Task
 
 __all__ = ["Check", "ToolRecord", "as_score", "runs_on_loop"]
 
