@@ -137,7 +137,7 @@ def test_the_example_plugin_is_listed_with_its_hooks_and_the_wrappers_as_wrapper
     assert rows["kv"].split(None, 3)[1:] == [
         "agentenv-kv",
         "0.1.0",
-        "cli_commands, env_kinds, episode_finished, reward_rules, toolset, verifier_kinds",
+        "cli_commands, env_kinds, episode_finished, episode_started, reward_rules, toolset, verifier_kinds",
     ]
     assert rows["wrappers"].split(None, 3)[3] == "env_kinds (wrapper), episode_finished (wrapper), toolset (wrapper)"
     assert {"agentenv.builtins", "agentenv.commands", "server"} <= set(rows)
@@ -193,11 +193,13 @@ def test_wrappers_new_style_and_old_style_run_around_the_hooks(venv):
 def test_observers_see_the_purpose_of_each_episode(venv):
     assert venv.agentenv("play", BUNDLE, "restock", "--reference").returncode == 0
     assert venv.agentenv("check", BUNDLE).returncode == 0
-    assert sorted((e["task"], e["purpose"], e["outcome"]) for e in venv.kv_log()) == [
+    log = venv.kv_log()
+    assert sorted((e["task"], e["purpose"], e["outcome"]) for e in log) == [
         ("count", "check", "unscored"),
         ("restock", "check", "unscored"),
         ("restock", "play", "scored"),
     ]
+    assert all(isinstance(e["seconds"], float) for e in log)  # its started observer ran for each
 
 
 def test_the_example_command_prints_a_table_and_an_agentenv_error_exits_2(venv):

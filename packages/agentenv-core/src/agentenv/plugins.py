@@ -357,9 +357,10 @@ class Plugins:
         """Every loaded plugin with its distribution, version, hooks and wrapped hooks, built-ins first."""
         out = []
         for name, obj in self.manager.list_name_plugin():
-            impls = [i for c in self.manager.get_hookcallers(obj) or () for i in c.get_hookimpls() if i.plugin is obj]
-            hooks = tuple(sorted({_hook_of(i) for i in impls}))
-            wrappers = tuple(sorted({_hook_of(i) for i in impls if i.wrapper or i.hookwrapper}))
+            impls = [(c.name, i) for c in self.manager.get_hookcallers(obj) or () for i in c.get_hookimpls()]
+            mine = [(hook, i) for hook, i in impls if i.plugin is obj]
+            hooks = tuple(sorted({hook for hook, _ in mine}))
+            wrappers = tuple(sorted({hook for hook, i in mine if i.wrapper or i.hookwrapper}))
             dist, version = self._source.get(name, ("?", ""))
             out.append(PluginInfo(name, dist, version, hooks, wrappers))
         return sorted(out, key=lambda i: (i.distribution != CORE, i.name))
@@ -367,10 +368,6 @@ class Plugins:
 
 _FIX = "fix the plugin, or uninstall it"
 _SEE_SPECS = "write each hook as agentenv.hookspecs documents it"
-
-
-def _hook_of(impl: pluggy.HookImpl) -> str:
-    return impl.opts.get("specname") or impl.function.__name__
 
 
 def _check_hook_names(manager: pluggy.PluginManager, obj: object) -> None:

@@ -8,13 +8,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from agentenv import AgentEnvError, Check, EnvSpec, load_bundle
 from agentenv.cli import table
-from agentenv.plugins import CliCommand, EnvKind, Problem, RewardRule, VerifierKind, hookimpl
+from agentenv.plugins import CliCommand, EnvKind, ObservedEpisode, Problem, RewardRule, VerifierKind, hookimpl
 
 from .store import KvStore
 
@@ -128,13 +129,27 @@ def agentenv_cli_commands() -> Iterator[CliCommand]:
     yield CliCommand("kv", "show the seed data of a bundle's kv envs", _configure, _run)
 
 
-# --- the observer: one JSON line per episode in $AGENTENV_KV_LOG ----------------------------------
+# --- the observers: one JSON line per episode in $AGENTENV_KV_LOG, with its wall time ----------------
+
+_started: dict[str, float] = {}  # episode id -> when it started
 
 
 @hookimpl
-def agentenv_episode_finished(episode: Any, result: Any) -> None:
+def agentenv_episode_started(episode: ObservedEpisode) -> None:
+    _started[episode.episode_id] = time.monotonic()
+
+
+@hookimpl
+def agentenv_episode_finished(episode: ObservedEpisode, result: Any) -> None:
+    began = _started.pop(episode.episode_id, None)
     path = os.environ.get("AGENTENV_KV_LOG")
     if path:
-        line = {"task": episode.task.id, "purpose": episode.purpose, "outcome": result.outcome, "reward": result.reward}
+        line = {
+            "task": episode.task.id,
+            "purpose": episode.purpose,  # play, check or probe: count only "play" as trained on
+            "outcome": result.outcome,
+            "reward": result.reward,
+            "seconds": None if began is None else round(time.monotonic() - began, 3),
+        }
         with open(path, "a", encoding="utf-8") as log:
             log.write(json.dumps(line) + "\n")
