@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from .dataset_tasks import read_dataset_tasks
 from .envkinds import ENV_KINDS
 from .hookspecs import hookimpl
 from .records import EnvKind, RewardRule, TaskSource, VerifierKind
-from .dataset_tasks import read_dataset_tasks
 from .tasksources import read_yaml_tasks
 from .verifiers import REWARD_RULES, VERIFIER_KINDS
 
