@@ -199,6 +199,11 @@ class Session:
 
     # -- the connection --------------------------------------------------------------------------
 
+    @property
+    def connected(self) -> bool:
+        """Whether the session's connection is up (the server may still close it before the next request)."""
+        return self._transport is not None and self._transport.is_open
+
     def _connection(self) -> Transport:
         if self._transport is None:
             self._transport = Transport(

@@ -11,6 +11,7 @@ from typing import Any
 
 from agentenv.errors import RolloutFailed as RolloutLost
 from agentenv.logs import warn_once
+from agentenv.pool import pooled
 from agentenv.rollout import Rollout
 from agentenv.session import Session, Started
 from agentenv.settings import Shared
@@ -111,7 +112,18 @@ class AgentEnvAgentLoop(ToolAgentLoop):
         self._task_id = task_id
         self.tools = {t.name: _EpisodeTool(self, t) for t in tools}
         self.tool_schemas = [t.as_openai() for t in tools]
-        session = Session(self.shared)
+        async with pooled(self.shared) as session:  # verl makes a loop per rollout: the session outlives it
+            return await self._play(session, task_id, tools, steps, sampling_params, kwargs)
+
+    async def _play(
+        self,
+        session: Session,
+        task_id: str,
+        tools: list[Tool],
+        steps: list[str],
+        sampling_params: dict[str, Any],
+        kwargs: dict[str, Any],
+    ) -> AgentLoopOutput:
         self._rollout = rollout = session.rollout(task_id, attempts=self.attempts)
 
         async def attempt(started: Started) -> AgentLoopOutput:
@@ -136,8 +148,6 @@ class AgentEnvAgentLoop(ToolAgentLoop):
                 task_id=exc.task_id,
                 failures=exc.failures,
             ) from exc.__cause__
-        finally:
-            await session.close()
         if result.outcome != "scored":
             raise LoopConfigError(
                 f"task {task_id!r} ended {result.outcome} without an env failure ({result.reason}); an unscored "
