@@ -3,9 +3,11 @@
 Layouts: ``single`` (every task in one YAML list file), ``files`` (one YAML file per task),
 ``jsonl`` and ``parquet`` (one row per task, through the ``dataset`` task source's template). Every
 task has one env and one contains-verifier, the shape of an RL prompt set. Each load runs in a fresh
-interpreter; next to it, also fresh, the baseline: only parsing the same files (libyaml, json,
-pyarrow), so the ratio says what the checking costs on top of reading. Peak memory is the process's
-maximum resident size (the interpreter and imports included: see the ``python -c pass`` row).
+interpreter; next to it, also fresh, the baseline: only parsing the same files (PyYAML with libyaml,
+json, pyarrow), so the ratio says what loading costs against reading alone. Wall and CPU seconds are
+both printed: on a shared machine the wall time grows with the load average, the CPU time much less
+(the ratio is of CPU times). Peak memory is the process's maximum resident size (the interpreter and
+imports included: see the ``python -c pass`` row).
 
 ``--writer`` also serves the largest bundle of the first layout given and times the verl writer
 reading it through the paged Task API and writing its parquet files, end to end.
@@ -103,10 +105,10 @@ from agentenv.plugins import plugins
 plugins().task_sources(); plugins().env_kinds()  # entry points loaded before the clock starts
 if sys.argv[2] == "parquet":
     import pyarrow.parquet  # as in the baseline: imported before the clock (about 0.5 s more once)
-began = time.perf_counter()
+began, cpu = time.perf_counter(), time.process_time()
 bundle = load_bundle(sys.argv[1])
-seconds = time.perf_counter() - began
-print(json.dumps({"seconds": seconds, "peak_mb": peak_mb(), "tasks": len(bundle.tasks)}))
+seconds, cpu = time.perf_counter() - began, time.process_time() - cpu
+print(json.dumps({"seconds": seconds, "cpu": cpu, "peak_mb": peak_mb(), "tasks": len(bundle.tasks)}))
 """
 )
 PARSE = (
@@ -118,7 +120,7 @@ import yaml
 folder, layout = Path(sys.argv[1]), sys.argv[2]
 if layout == "parquet":
     import pyarrow.parquet
-began = time.perf_counter()
+began, cpu = time.perf_counter(), time.process_time()
 if layout == "single":
     tasks = len(yaml.load((folder / "tasks.yaml").read_text(), Loader=yaml.CSafeLoader))
 elif layout == "files":
@@ -128,8 +130,8 @@ elif layout == "jsonl":
     tasks = len([json.loads(line) for line in (folder / "rows.jsonl").read_text().splitlines()])
 else:
     tasks = len(pyarrow.parquet.ParquetFile(folder / "rows.parquet").read().to_pylist())
-seconds = time.perf_counter() - began
-print(json.dumps({"seconds": seconds, "peak_mb": peak_mb(), "tasks": tasks}))
+seconds, cpu = time.perf_counter() - began, time.process_time() - cpu
+print(json.dumps({"seconds": seconds, "cpu": cpu, "peak_mb": peak_mb(), "tasks": tasks}))
 """
 )
 IDLE = PEAK + "import json; print(json.dumps({'peak_mb': peak_mb()}))"
@@ -154,13 +156,14 @@ while True:
 served = time.perf_counter() - began
 try:
     from agentenv_verl.writer import write
-    began = time.perf_counter()
+    began, cpu = time.perf_counter(), time.process_time()
     written = write(url, tempfile.mkdtemp())
-    seconds = time.perf_counter() - began
+    seconds, cpu = time.perf_counter() - began, time.process_time() - cpu
 finally:
     server.terminate()
     server.wait()
-print(json.dumps({"served": served, "seconds": seconds, "rows": sum(written.rows.values()), "peak_mb": peak_mb()}))
+print(json.dumps({"served": served, "seconds": seconds, "cpu": cpu, "rows": sum(written.rows.values()),
+                  "peak_mb": peak_mb()}))
 """
 )
 
@@ -185,8 +188,8 @@ def main(argv: list[str] | None = None) -> int:
     load = os.getloadavg()
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, load average {load[0]:.2f} at the start")
     print(f"python -c pass: peak {fresh(IDLE)['peak_mb']:.0f} MB\n")
-    header = f"{'layout':<8} {'tasks':>7}  {'load_bundle s':>13}  {'peak MB':>7}  {'parse only s':>12}  {'peak MB':>7}"
-    header += "  ratio"
+    header = f"{'layout':<8} {'tasks':>7}  {'load_bundle s':>13}  {'cpu s':>6}  {'peak MB':>7}  "
+    header += f"{'parse only s':>12}  {'cpu s':>6}  {'peak MB':>7}  cpu ratio"
     print(header)
     print("-" * len(header))
     for layout in layouts:
@@ -197,13 +200,15 @@ def main(argv: list[str] | None = None) -> int:
             parsed = fresh(PARSE, str(folder), layout)
             loaded = fresh(LOAD, str(folder), layout)
             assert loaded["tasks"] == parsed["tasks"] == size, (loaded, parsed)
-            ratio = loaded["seconds"] / parsed["seconds"]
-            print(f"{layout:<8} {size:>7}  {loaded['seconds']:>13.2f}  {loaded['peak_mb']:>7.0f}  "
-                  f"{parsed['seconds']:>12.2f}  {parsed['peak_mb']:>7.0f}  {ratio:5.1f}x", flush=True)  # fmt: skip
+            ratio = loaded["cpu"] / max(parsed["cpu"], 1e-3)
+            cells = f"{loaded['seconds']:>13.2f}  {loaded['cpu']:>6.2f}  {loaded['peak_mb']:>7.0f}  "
+            cells += f"{parsed['seconds']:>12.2f}  {parsed['cpu']:>6.2f}  {parsed['peak_mb']:>7.0f}  {ratio:8.1f}x"
+            print(f"{layout:<8} {size:>7}  {cells}", flush=True)
     if args.writer:
         folder = root / f"{layouts[0]}-{max(sizes)}"
         written = fresh(WRITE, str(folder))
         print(f"\nverl writer, {layouts[0]} layout: {written['rows']:.0f} rows written in {written['seconds']:.2f} s "
+              f"({written['cpu']:.2f} s of the writer's CPU) "
               f"(the paged Task API, one probe per toolset, the parquet files; peak {written['peak_mb']:.0f} MB) "
               f"from `agentenv serve`, which loaded the bundle and answered in {written['served']:.2f} s")  # fmt: skip
     load = os.getloadavg()

@@ -111,9 +111,12 @@ def test_a_refusal_lists_the_first_200_problems_and_counts_the_rest(tmp_path):
     tasks = [task(i) for i in range(1_000)]
     for t in tasks:
         t["turns"][0]["verifiers"][0]["kind"] = "contain"
-    error = refused(make(tmp_path / "b", tasks, one_file=True))
+    root = make(tmp_path / "b", tasks, one_file=True)
+    error = refused(root)
     assert len(error.problems) == 201
     assert all("unknown verifier kind 'contain'" in p.message for p in error.problems[:200])
+    kinds = [n for n, line in enumerate((root / "tasks.yaml").read_text().splitlines(), 1) if "kind: contain" in line]
+    assert [p.line for p in error.problems[:200]] == kinds[:200]
     assert str(error.problems[-1]) == "(+800 more problems): not listed; fix the ones above and load again"
 
 

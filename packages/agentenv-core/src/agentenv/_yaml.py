@@ -73,13 +73,14 @@ class FileLines:
         self.path = path
         self.shown = shown
         self._lines: dict[tuple[str | int, ...], int] | None = None
+        self._items: dict[Any, dict[tuple[str | int, ...], int]] | None = None
 
     def all(self) -> dict[tuple[str | int, ...], int]:
         """Every key's and list item's line (the file is parsed again on the first call)."""
         if self._lines is None:
             try:
                 self._lines = read_yaml(self.path, self.shown)[1]
-            except (OSError, SyntaxProblem):  # changed since it loaded: the problem is named without a line
+            except (OSError, UnicodeDecodeError, SyntaxProblem):  # changed since it loaded: no line, then
                 self._lines = {}
         return self._lines
 
@@ -91,24 +92,24 @@ class FileLines:
         """The lines of the whole file."""
         return _ItemLines(self, None)
 
+    def _of_item(self, index: int) -> dict[tuple[str | int, ...], int]:
+        if self._items is None:  # split once: a refusal may ask for the lines of many items
+            self._items = {}
+            for key, line in self.all().items():
+                if key:
+                    self._items.setdefault(key[0], {})[key[1:]] = line
+        lines = self._items.get(index, {})
+        lines.setdefault((), self.all().get((index,), 1))
+        return lines
+
 
 class _ItemLines(Mapping[tuple[str | int, ...], int]):
     def __init__(self, file: FileLines, index: int | None) -> None:
         self._file = file
         self._index = index
-        self._lines: dict[tuple[str | int, ...], int] | None = None
 
     def _table(self) -> dict[tuple[str | int, ...], int]:
-        if self._lines is None:
-            lines = self._file.all()
-            if self._index is None:
-                self._lines = lines
-            else:
-                i = self._index
-                sub = {k[1:]: v for k, v in lines.items() if k and k[0] == i}
-                sub[()] = lines.get((i,), 1)
-                self._lines = sub
-        return self._lines
+        return self._file.all() if self._index is None else self._file._of_item(self._index)
 
     def __getitem__(self, key: tuple[str | int, ...]) -> int:
         return self._table()[key]
