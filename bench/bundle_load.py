@@ -138,7 +138,7 @@ IDLE = PEAK + "import json; print(json.dumps({'peak_mb': peak_mb()}))"
 WRITE = (
     PEAK
     + """
-import json, socket, subprocess, sys, tempfile, time
+import json, os, socket, subprocess, sys, tempfile, time
 import httpx
 with socket.socket() as s:
     s.bind(("127.0.0.1", 0))
@@ -154,16 +154,23 @@ while True:
     except httpx.TransportError:
         time.sleep(0.1)
 served = time.perf_counter() - began
+def server_cpu():
+    try:
+        with open(f"/proc/{server.pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except OSError:
+        return float("nan")
 try:
     from agentenv_verl.writer import write
-    began, cpu = time.perf_counter(), time.process_time()
+    began, cpu, serving = time.perf_counter(), time.process_time(), server_cpu()
     written = write(url, tempfile.mkdtemp())
-    seconds, cpu = time.perf_counter() - began, time.process_time() - cpu
+    seconds, cpu, serving = time.perf_counter() - began, time.process_time() - cpu, server_cpu() - serving
 finally:
     server.terminate()
     server.wait()
-print(json.dumps({"served": served, "seconds": seconds, "cpu": cpu, "rows": sum(written.rows.values()),
-                  "peak_mb": peak_mb()}))
+print(json.dumps({"served": served, "seconds": seconds, "cpu": cpu, "server_cpu": serving,
+                  "rows": sum(written.rows.values()), "peak_mb": peak_mb()}))
 """
 )
 
@@ -208,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
         folder = root / f"{layouts[0]}-{max(sizes)}"
         written = fresh(WRITE, str(folder))
         print(f"\nverl writer, {layouts[0]} layout: {written['rows']:.0f} rows written in {written['seconds']:.2f} s "
-              f"({written['cpu']:.2f} s of the writer's CPU) "
+              f"(CPU: {written['cpu']:.2f} s the writer's, {written['server_cpu']:.2f} s the server's) "
               f"(the paged Task API, one probe per toolset, the parquet files; peak {written['peak_mb']:.0f} MB) "
               f"from `agentenv serve`, which loaded the bundle and answered in {written['served']:.2f} s")  # fmt: skip
     load = os.getloadavg()
