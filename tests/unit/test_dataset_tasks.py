@@ -241,6 +241,8 @@ def test_a_task_without_an_id_in_the_template_is_named_by_file_and_row(wordmath)
         ("{source: dataset, path: data/none.jsonl}", "tasks.path", "'data/none.jsonl' matches no file in"),
         ("{source: dataset, path: x.jsonl, rows: 3}", "tasks.rows", "unknown field; the fields are source, path, task"),
         ("{source: dataset, path: x.jsonl, task: [1]}", "tasks.task", "must be a task mapping with {column}"),
+        ("{source: dataset, path: {a: 1}}", "tasks.path", "must be a file, a glob or a list of them"),
+        ("{source: dataset, path: [y.jsonl]}", "tasks.path[0]", "'y.jsonl' matches no file in"),
     ],
 )
 def test_a_bad_dataset_source_config_is_refused_at_its_field(tmp_path, config, field, message):

@@ -4,7 +4,7 @@ In bundle.yaml::
 
     tasks:
       source: dataset
-      path: data/problems.jsonl      # a glob works too; .jsonl, .json, .parquet, or a datasets save_to_disk folder
+      path: data/problems.jsonl      # or a glob, or a list; .jsonl, .json, .parquet, or a save_to_disk folder
       task:                          # a task as in a task file, with {column} where the row's value goes
         id: "gsm-{_row}"
         split: "{split}"
@@ -67,11 +67,14 @@ def read_dataset_tasks(config: Any, bundle_dir: Path) -> Iterator[RawTask | Bund
         if key not in _KEYS:
             message = "unknown field; the fields are source, path, task"
             problems.append(BundleProblem(BUNDLE_FILE, f"tasks.{key}", message))
-    pattern = config.get("path")
-    if not isinstance(pattern, str) or not pattern:
-        problems.append(
-            BundleProblem(BUNDLE_FILE, "tasks.path", "missing; give the dataset file (path: data/problems.jsonl)")
-        )
+    given = config.get("path")
+    patterns = [given] if isinstance(given, str) else given if isinstance(given, list) else []
+    if given is None:
+        message = "missing; give the dataset file (path: data/problems.jsonl)"
+        problems.append(BundleProblem(BUNDLE_FILE, "tasks.path", message))
+    elif not patterns or not all(isinstance(p, str) and p for p in patterns):
+        message = "must be a file, a glob or a list of them (path: data/train-*.parquet)"
+        problems.append(BundleProblem(BUNDLE_FILE, "tasks.path", message))
     template = config.get("task")
     plan: Any = None
     if template is not None:
@@ -86,10 +89,13 @@ def read_dataset_tasks(config: Any, bundle_dir: Path) -> Iterator[RawTask | Bund
     if problems:
         yield from problems
         return
-    matches = sorted(glob.glob(str(bundle_dir / pattern)))
-    if not matches:
-        yield BundleProblem(BUNDLE_FILE, "tasks.path", f"{pattern!r} matches no file in {bundle_dir}; fix the path")
-        return
+    matches: list[str] = []
+    for i, pattern in enumerate(patterns):
+        found = sorted(glob.glob(str(bundle_dir / pattern)))
+        if not found:
+            field = "tasks.path" if isinstance(given, str) else f"tasks.path[{i}]"
+            yield BundleProblem(BUNDLE_FILE, field, f"{pattern!r} matches no file in {bundle_dir}; fix the path")
+        matches += found
     needed = sorted({c for c in _columns(plan) if c not in _SPECIAL}) if plan is not None else None
     for match in matches:
         path = Path(match)
