@@ -22,6 +22,7 @@ from tests.conftest import FAKE, Ledger, ServeProcess
 TOKEN = "tok-ray-5b1e0c"
 TOKEN_VAR = "AGENTENV_RAY_TEST_TOKEN"
 RUN_VAR = "AGENTENV_TEST_RUN"
+PER_REPLICA = 16
 
 
 def processes_with(marker: str) -> list[int]:
@@ -101,8 +102,8 @@ class RayServer(ServeProcess):
 
 @pytest.fixture(scope="module")
 def ray_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RayServer]:
-    """One 2-replica server for the module (Ray takes tens of seconds to start on two cores)."""
-    server = RayServer(tmp_path_factory.mktemp("ray"), "--replicas", "2")
+    """One server of 2 replicas of PER_REPLICA sessions for the module (Ray takes tens of seconds to start here)."""
+    server = RayServer(tmp_path_factory.mktemp("ray"), "--replicas", "2", "--max-concurrent-envs", str(PER_REPLICA))
     os.environ[TOKEN_VAR] = TOKEN
     try:
         yield server.start()

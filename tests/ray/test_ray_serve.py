@@ -14,12 +14,12 @@ from pathlib import Path
 
 import httpx
 import pytest
-from agentenv.errors import EpisodeLost
+from agentenv.errors import AtCapacity, EpisodeLost
 from agentenv.session import Session, Shared
 from agentenv.sync import SyncSession
 from websockets.exceptions import InvalidStatus
 
-from tests.ray.conftest import TOKEN, TOKEN_VAR, RayServer, parent_of, processes_with, wait_until
+from tests.ray.conftest import PER_REPLICA, TOKEN, TOKEN_VAR, RayServer, parent_of, processes_with, wait_until
 from tests.unit.server_helpers import open_ws
 
 EPISODES = 64
@@ -78,6 +78,24 @@ def test_the_task_api_answers_the_same_from_either_replica(ray_server):
     bodies = {body for answers in by_replica.values() for body in answers}
     assert len(bodies) == 1
     assert {t["id"] for t in httpx.Response(200, content=bodies.pop()).json()["tasks"]} >= {"echo", "two-turn"}
+
+
+def test_sessions_fill_every_replica_before_one_is_refused_and_the_refusal_names_the_fix(ray_server):
+    shared = Shared(ray_server.url, token_var=TOKEN_VAR, reset_timeout=60)  # no waiting: a refusal fails at once
+    held = []
+    for _ in range(2 * PER_REPLICA):  # a full replica never refuses a session while the other has room
+        session = SyncSession(shared)
+        session.start("echo")
+        held.append(session)
+    try:
+        with pytest.raises(AtCapacity) as full:
+            SyncSession(shared).start("echo")
+        message = str(full.value)
+        assert f"{PER_REPLICA}/{PER_REPLICA} sessions" in message
+        assert "--replicas" in message and "--max-concurrent-envs" in message
+    finally:
+        for session in held:
+            session.close()
 
 
 def test_a_killed_replica_fails_its_episodes_which_replay_and_score_and_no_env_process_is_left(ray_server):
