@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
+import subprocess
 import tempfile
 import time
 import uuid
@@ -25,21 +27,26 @@ RUN_VAR = "AGENTENV_TEST_RUN"
 PER_REPLICA = 16
 
 
-def processes_with(marker: str) -> list[int]:
-    """Live processes whose environment has ``AGENTENV_TEST_RUN=marker`` (zombies are not alive)."""
+def processes_of(marker: str, session: int | None = None) -> list[int]:
+    """Live processes whose environment has ``AGENTENV_TEST_RUN=marker``, or that are in ``session``.
+
+    Both, because Ray's own processes rename themselves (``ray::...``, setproctitle), which can overwrite
+    what /proc shows of their environment, and the guardians start sessions of their own.
+    """
     needle = f"{RUN_VAR}={marker}".encode()
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
-            if needle not in (entry / "environ").read_bytes().split(b"\0"):
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            if fields[0] == "Z":
                 continue
-            if (entry / "stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
-                continue
+            ours = session is not None and int(fields[3]) == session
+            if ours or needle in (entry / "environ").read_bytes().split(b"\0"):
+                found.append(int(entry.name))
         except OSError:
             continue
-        found.append(int(entry.name))
     return found
 
 
@@ -59,20 +66,45 @@ def wait_until(check, timeout: float, what: str):  # type: ignore[no-untyped-def
 
 
 class RayServer(ServeProcess):
-    """``agentenv serve FAKE --ray --replicas 2`` with a token, its own Ray temp dir, ledger and run marker."""
+    """``agentenv serve FAKE --ray`` with a token, its own Ray temp dir, ledger and run marker, in its own session."""
 
-    def __init__(self, tmp: Path, *args: str) -> None:
+    def __init__(self, tmp: Path, *args: str, env: dict[str, str] | None = None) -> None:
         self.marker = uuid.uuid4().hex
         self.ray_dir = Path(tempfile.mkdtemp(prefix="ar-", dir="/tmp"))  # short: Ray's socket paths have a limit
         self.ledger = Ledger(tmp / "ledger.txt")
-        env = {TOKEN_VAR: TOKEN, RUN_VAR: self.marker, "RAY_TMPDIR": str(self.ray_dir),
+        own = {TOKEN_VAR: TOKEN, RUN_VAR: self.marker, "RAY_TMPDIR": str(self.ray_dir),
                "AGENTENV_FAKE_LEDGER": str(self.ledger.path), "RAY_USAGE_STATS_ENABLED": "0"}  # fmt: skip
-        super().__init__(FAKE, "--ray", "--token-var", TOKEN_VAR, *args, env=env)
+        super().__init__(FAKE, "--ray", "--token-var", TOKEN_VAR, *args, env={**own, **(env or {})})
 
-    def start(self, timeout: float = 180.0, replicas: int = 2) -> RayServer:
-        super().start(timeout)  # /health answers once the first replica is up; wait for all of them
-        wait_until(lambda: len(self.replicas_answering()) >= replicas, timeout, f"{replicas} replicas answer")
+    def start(self, timeout: float = 180.0) -> RayServer:
+        """Start; returns once the driver says it serves (every replica answers), stderr going to a file."""
+        self.log = self.ray_dir / "driver.log"  # a file, not a pipe: Ray's log lines would fill a pipe
+        with self.log.open("w") as log:
+            self.proc = subprocess.Popen(self.args, env=self.env, stdout=subprocess.DEVNULL, stderr=log,
+                                         start_new_session=True)  # fmt: skip
+        deadline = time.monotonic() + timeout
+        while "agentenv: serving" not in self.log.read_text(errors="replace"):
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"agentenv serve --ray did not start:\n{self.log.read_text(errors='replace')}")
+            time.sleep(0.2)
         return self
+
+    def terminate(self, timeout: float = 120.0) -> tuple[int, str]:
+        """SIGTERM; returns the exit code and stderr."""
+        assert self.proc is not None
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        return self.proc.returncode, self.log.read_text(errors="replace")
+
+    def leftovers(self) -> list[int]:
+        """Processes of this run still alive: the server, Ray's, the replicas', the guardians', the envs'."""
+        assert self.proc is not None
+        return processes_of(self.marker, session=self.proc.pid)
 
     @property
     def headers(self) -> dict[str, str]:
@@ -96,7 +128,7 @@ class RayServer(ServeProcess):
 
     def cleanup(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
-            self.terminate(timeout=120)
+            self.terminate()
         shutil.rmtree(self.ray_dir, ignore_errors=True)
 
 

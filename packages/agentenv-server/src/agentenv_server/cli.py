@@ -128,13 +128,20 @@ def run_ray(args: argparse.Namespace, token: str | None) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    server = deploy(
-        args.bundle, token=token, replicas=args.replicas or 1, autoscale=autoscale, ray_address=args.ray_address,
-        host=args.host, port=args.port, max_concurrent_envs=args.max_concurrent_envs, reward=args.reward,
-        tool_timeout=args.tool_timeout, reset_timeout=args.reset_timeout, idle_timeout=args.idle_timeout,
-        replica_cpus=args.replica_cpus, drain_seconds=args.drain_seconds,
-    )  # fmt: skip
-    # ray.init put its own crash handler on SIGTERM (it aborts the process): ours again
+    try:
+        server = deploy(
+            args.bundle, token=token, replicas=args.replicas or 1, autoscale=autoscale, ray_address=args.ray_address,
+            host=args.host, port=args.port, max_concurrent_envs=args.max_concurrent_envs, reward=args.reward,
+            tool_timeout=args.tool_timeout, reset_timeout=args.reset_timeout, idle_timeout=args.idle_timeout,
+            replica_cpus=args.replica_cpus, drain_seconds=args.drain_seconds,
+        )  # fmt: skip
+    except SystemExit as stopped:
+        # ray.init turns SIGTERM into SystemExit(15); deploy has already deleted what it had deployed
+        if stopped.code != signal.SIGTERM:
+            raise
+        print("agentenv: stopped while deploying; nothing is left deployed", file=sys.stderr, flush=True)
+        return 0
+    # ray.init put its own SIGTERM handler in (it exits at once, with status 15): ours again
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     scale = f"{autoscale[0]}..{autoscale[1]} replicas" if autoscale else f"{args.replicas or 1} replica(s)"

@@ -13,6 +13,7 @@ stays on the replica that took it. ``agentenv serve BUNDLE --ray`` runs the same
 
 from __future__ import annotations
 
+import contextlib
 import importlib.metadata as md
 import logging
 import os
@@ -156,6 +157,7 @@ class RayServe:
     name: str
     ray_address: str
     owns_ray: bool
+    _connected: bool = field(default=False, repr=False)  # this call connected to Ray: disconnect at shutdown
     _closed: bool = field(default=False, repr=False)
 
     def shutdown(self) -> None:
@@ -174,6 +176,7 @@ class RayServe:
         finally:
             if self.owns_ray:
                 serve.shutdown()
+            if self._connected:
                 ray.shutdown()
 
     def __enter__(self) -> RayServe:
@@ -239,14 +242,20 @@ def deploy(
         deployment = serve.deployment(BundleReplica, name="bundle").options(**options)
         serve.run(deployment.bind(*args), name=name, route_prefix=route_prefix, blocking=False)
         _wait_for_replicas(host, port, route_prefix, autoscale[0] if autoscale else replicas, timeout=reset_timeout)
-    except BaseException:
+    except BaseException:  # a failed deploy, or SIGTERM / Ctrl-C during it: leave nothing deployed or running
+        with contextlib.suppress(Exception):
+            serve.delete(name)
         if owns:
-            ray.shutdown()
+            with contextlib.suppress(Exception):
+                serve.shutdown()
+        if owns or ray_address is not None:
+            ray.shutdown()  # stops the Ray this call started; leaves a cluster's running (disconnects)
         raise
     address = ray.get_runtime_context().gcs_address
     shown = f"[{host}]" if ":" in host else host
     prefix = "" if route_prefix == "/" else route_prefix.rstrip("/")
-    return RayServe(url=f"http://{shown}:{port}{prefix}", name=name, ray_address=address, owns_ray=owns)
+    return RayServe(url=f"http://{shown}:{port}{prefix}", name=name, ray_address=address, owns_ray=owns,
+                    _connected=owns or ray_address is not None)  # fmt: skip
 
 
 def _wait_for_replicas(host: str, port: int, route_prefix: str, replicas: int, *, timeout: float) -> None:

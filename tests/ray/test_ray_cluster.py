@@ -1,0 +1,80 @@
+"""``agentenv serve --ray --ray-address``: the bundle as one application on a Ray cluster someone else runs.
+
+The cluster is ``ray start --head`` on loopback; the bundle folder is shipped to the replicas (they read
+it from their working directory, ``.``). Stopping the driver deletes the application, with every episode
+torn down, and leaves the cluster running.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import uuid
+from pathlib import Path
+
+import httpx
+import pytest
+from agentenv.errors import EpisodeLost
+from agentenv.session import Shared
+from agentenv.sync import SyncSession
+
+from tests.conftest import Ledger, free_port
+from tests.ray.conftest import RUN_VAR, TOKEN, TOKEN_VAR, RayServer, processes_of, wait_until
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    """A one-node Ray cluster on loopback, started with ``ray start``; its processes are killed by pid after."""
+    marker = uuid.uuid4().hex
+    ray_dir = Path(tempfile.mkdtemp(prefix="ac-", dir="/tmp"))
+    # loopback only; Ray's token auth on (ray start enables it; a loopback client would otherwise not send it)
+    env = {**os.environ, RUN_VAR: marker, "RAY_TMPDIR": str(ray_dir), "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
+           "RAY_AUTH_MODE": "token", "RAY_USAGE_STATS_ENABLED": "0",
+           "AGENTENV_FAKE_LEDGER": str(tmp_path / "ledger.txt"), TOKEN_VAR: TOKEN}  # fmt: skip
+    gcs = free_port()
+    ray = Path(sys.executable).parent / "ray"
+    head = subprocess.Popen([str(ray), "start", "--head", "--port", str(gcs), "--num-cpus", "2", "--include-dashboard",
+                             "false", "--object-store-memory", str(80 * 1024 * 1024), "--disable-usage-stats"],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)  # the cluster's processes stay in this session  # fmt: skip
+    out, _ = head.communicate(timeout=180)
+    assert head.returncode == 0, out
+    session = head.pid
+    try:
+        yield f"127.0.0.1:{gcs}", env, (marker, session), Ledger(tmp_path / "ledger.txt")
+    finally:
+        for pid in processes_of(marker, session):  # ray stop would stop every Ray on the machine, not just this one
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        wait_until(lambda: not processes_of(marker, session), 30, "the cluster's processes are gone")
+        shutil.rmtree(ray_dir, ignore_errors=True)
+
+
+def test_a_bundle_is_shipped_to_a_cluster_and_stopping_its_driver_leaves_the_cluster(cluster, tmp_path, monkeypatch):
+    address, env, marker, ledger = cluster
+    monkeypatch.setenv(TOKEN_VAR, TOKEN)
+    server = RayServer(tmp_path, "--ray-address", address, env=env).start()
+    session = SyncSession(Shared(server.url, token_var=TOKEN_VAR, reset_timeout=60))
+    session.start("proc-echo")
+    assert session.call("echo", {"text": "shipped"}).text == "shipped"
+
+    try:
+        code, stderr = server.terminate()
+    finally:
+        server.cleanup()
+
+    assert code == 0, stderr
+    assert ledger.count("teardown") == 1  # the open episode was torn down
+    with pytest.raises(EpisodeLost):
+        session.call("echo", {"text": "gone?"})
+    assert httpx.get(server.url + "/health").status_code == 404  # Serve still runs; the application is gone
+    assert processes_of(*marker)  # and so does the cluster
+    status = subprocess.run([str(Path(sys.executable).parent / "ray"), "status", "--address", address], env=env,
+                            capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert status.returncode == 0 and "Active:" in status.stdout, status.stderr
