@@ -14,7 +14,6 @@ stays on the replica that took it. ``agentenv serve BUNDLE --ray`` runs the same
 from __future__ import annotations
 
 import contextlib
-import importlib.metadata as md
 import logging
 import os
 import sys
@@ -26,14 +25,16 @@ from typing import Any
 from agentenv.bundle import load_bundle
 from agentenv.episode import RewardArg
 from agentenv.errors import AgentEnvError
-from agentenv.plugins import check_trainer
 
 from .app import _capacity
+from .plugin import RAY
 
 __all__ = [
     "HEADROOM",
     "INSTALL",
     "RayServe",
+    "application",
+    "build_application",
     "check_ray",
     "deploy",
     "deployment_options",
@@ -42,8 +43,7 @@ __all__ = [
 
 log = logging.getLogger("agentenv.server")
 
-DISTRIBUTION = "agentenv-server"
-INSTALL = "pip install 'agentenv-server[ray]'"
+INSTALL = RAY.install  # pip install 'agentenv-server[ray]'
 # requests a replica takes past its sessions: Task API and /health calls, and the session that is told the
 # whole cluster is full (Serve routes nothing to a replica at max_ongoing_requests)
 HEADROOM = 4
@@ -52,15 +52,8 @@ LOCAL_OBJECT_STORE_BYTES = 80 * 1024 * 1024
 
 
 def supported() -> str:
-    """The Ray requirement of the ``ray`` extra, as declared once in agentenv-server's pyproject."""
-    from packaging.requirements import Requirement
-
-    for line in md.requires(DISTRIBUTION) or []:
-        requirement = Requirement(line)
-        if requirement.name == "ray" and requirement.marker is not None and "ray" in str(requirement.marker):
-            requirement.marker = None
-            return str(requirement)
-    raise ImportError(f"{DISTRIBUTION}'s metadata declares no 'ray' extra; reinstall it: {INSTALL}")
+    """The supported Ray range, as agentenv-server's ``ray`` extra declares it (``ray>=2.60,<2.61``)."""
+    return RAY.requirement
 
 
 def check_ray(version: str | None = None) -> str:
@@ -68,10 +61,7 @@ def check_ray(version: str | None = None) -> str:
 
     Reads distribution metadata only: Ray is imported when a bundle is deployed.
     """
-    return check_trainer(
-        supported(), integration=DISTRIBUTION, why="agentenv serve --ray runs on Ray Serve", install=INSTALL,
-        version=version,
-    )  # fmt: skip
+    return RAY.check(version, why="agentenv serve --ray runs on Ray Serve")
 
 
 check_ray()
@@ -92,7 +82,6 @@ def deployment_options(
     autoscale: tuple[int, int] | None = None,
     replica_cpus: float = 1.0,
     drain_seconds: float = 30.0,
-    runtime_env: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The Ray Serve settings of the bundle deployment (``serve.deployment(...).options(**these)``).
 
@@ -124,9 +113,6 @@ def deployment_options(
         if replicas < 1:
             raise AgentEnvError(f"--replicas {replicas}: give at least 1 (or --autoscale MIN:MAX)")
         scaling = {"num_replicas": replicas}
-    actor: dict[str, Any] = {"num_cpus": replica_cpus}
-    if runtime_env:
-        actor["runtime_env"] = runtime_env
     return {
         **scaling,
         "max_ongoing_requests": max_concurrent_envs + HEADROOM,
@@ -136,7 +122,7 @@ def deployment_options(
         "graceful_shutdown_wait_loop_s": 1.0,
         "health_check_period_s": 10.0,
         "health_check_timeout_s": 30.0,
-        "ray_actor_options": actor,
+        "ray_actor_options": {"num_cpus": replica_cpus},
     }
 
 
@@ -186,6 +172,68 @@ class RayServe:
         self.shutdown()
 
 
+def application(
+    bundle: str,
+    *,
+    token: str | None = None,
+    replicas: int = 1,
+    autoscale: tuple[int, int] | None = None,
+    max_concurrent_envs: int | None = None,
+    reward: RewardArg = None,
+    tool_timeout: float = 60.0,
+    reset_timeout: float = 300.0,
+    idle_timeout: float | None = 900.0,
+    replica_cpus: float = 1.0,
+    drain_seconds: float = 30.0,
+) -> Any:
+    """The bundle server as a Ray Serve application (``serve.run`` it, or let ``deploy`` do it).
+
+    ``bundle`` is the folder's path as the replicas see it. See ``deploy`` for the rest.
+    """
+    serve = _import_serve()
+    from ._replica import BundleReplica
+
+    capacity = _capacity(max_concurrent_envs)
+    options = deployment_options(capacity, replicas=replicas, autoscale=autoscale, replica_cpus=replica_cpus,
+                                 drain_seconds=drain_seconds)  # fmt: skip
+    app_options = {"max_concurrent_envs": capacity, "reward": reward, "tool_timeout": tool_timeout,
+                   "reset_timeout": reset_timeout, "idle_timeout": idle_timeout}  # fmt: skip
+    deployment = serve.deployment(BundleReplica, name="bundle").options(**options)
+    return deployment.bind(bundle, app_options, token, _capacity_fix(replicas, autoscale, capacity))
+
+
+def build_application(args: dict[str, Any]) -> Any:
+    """Serve's application builder (``import_path: agentenv_server.ray:build_application``; KubeRay's RayService).
+
+    ``args``: ``bundle`` (its path on the nodes), ``token_var`` (the variable holding the token, read where
+    Serve builds the application), ``replicas`` or ``autoscale`` ("MIN:MAX"), and ``max_concurrent_envs``,
+    ``reward``, ``tool_timeout``, ``reset_timeout``, ``idle_timeout``, ``replica_cpus``, ``drain_seconds``.
+    """
+    known = {"bundle", "token_var", "replicas", "autoscale", "max_concurrent_envs", "reward", "tool_timeout",
+             "reset_timeout", "idle_timeout", "replica_cpus", "drain_seconds"}  # fmt: skip
+    unknown = sorted(set(args) - known)
+    if unknown or "bundle" not in args:
+        problem = f"unknown {', '.join(unknown)}" if unknown else "no bundle"
+        allowed = ", ".join(sorted(known - {"bundle"}))
+        raise AgentEnvError(f"agentenv_server.ray:build_application args: {problem}; give bundle (its path on the "
+                            f"nodes) and any of {allowed}")  # fmt: skip
+    options = dict(args)
+    bundle = str(options.pop("bundle"))
+    token_var = options.pop("token_var", None)
+    token = None
+    if token_var is not None:
+        token = os.environ.get(str(token_var))
+        if not token:
+            raise AgentEnvError(
+                f"token_var {token_var}: ${token_var} is not set where Serve builds the application "
+                f"(the head node); set it there (a Kubernetes Secret in the pod's env)"
+            )
+    if "autoscale" in options:
+        low, _, high = str(options.pop("autoscale")).partition(":")
+        options["autoscale"] = (int(low), int(high))
+    return application(bundle, token=token, **options)
+
+
 def deploy(
     bundle: str | Path,
     *,
@@ -224,23 +272,18 @@ def deploy(
     import ray
     from ray.serve.config import HTTPOptions
 
-    from ._replica import BundleReplica
-
     path = Path(bundle).resolve()
     load_bundle(path)  # a bad bundle is refused here, with every problem named, not in each replica's log
-    capacity = _capacity(max_concurrent_envs)
-    options = deployment_options(capacity, replicas=replicas, autoscale=autoscale, replica_cpus=replica_cpus,
-                                 drain_seconds=drain_seconds)  # fmt: skip
-    app_options = {"max_concurrent_envs": capacity, "reward": reward, "tool_timeout": tool_timeout,
-                   "reset_timeout": reset_timeout, "idle_timeout": idle_timeout}  # fmt: skip
     shipped = ship_bundle and ray_address is not None
+    # a shipped bundle is the replicas' working directory
+    app = application("." if shipped else str(path), token=token, replicas=replicas, autoscale=autoscale,
+                      max_concurrent_envs=max_concurrent_envs, reward=reward, tool_timeout=tool_timeout,
+                      reset_timeout=reset_timeout, idle_timeout=idle_timeout, replica_cpus=replica_cpus,
+                      drain_seconds=drain_seconds)  # fmt: skip
     owns = _connect(ray_address, local_cpus, working_dir=path if shipped else None)
     try:
         serve.start(http_options=HTTPOptions(host=host, port=port))
-        # a shipped bundle is the replicas' working directory
-        args = ("." if shipped else str(path), app_options, token, _capacity_fix(replicas, autoscale, capacity))
-        deployment = serve.deployment(BundleReplica, name="bundle").options(**options)
-        serve.run(deployment.bind(*args), name=name, route_prefix=route_prefix, blocking=False)
+        serve.run(app, name=name, route_prefix=route_prefix, blocking=False)
         _wait_for_replicas(host, port, route_prefix, autoscale[0] if autoscale else replicas, timeout=reset_timeout)
     except BaseException:  # a failed deploy, or SIGTERM / Ctrl-C during it: leave nothing deployed or running
         with contextlib.suppress(Exception):
