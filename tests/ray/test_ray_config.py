@@ -67,3 +67,20 @@ def test_ray_flags_are_checked_before_ray_starts(args, says):
                           capture_output=True, text=True, timeout=60)  # fmt: skip
     assert done.returncode == 2
     assert says in done.stderr
+
+
+def test_serves_application_builder_reads_the_token_from_its_variable_and_checks_its_args(monkeypatch):
+    from agentenv_server.ray import build_application
+
+    monkeypatch.setenv("RAYSERVICE_TOKEN", "tok-k8s")
+    app = build_application({"bundle": str(FAKE), "token_var": "RAYSERVICE_TOKEN", "autoscale": "1:3",
+                             "max_concurrent_envs": 8})  # fmt: skip
+    deployment = app._bound_deployment  # what Serve deploys: the one deployment, its settings and arguments
+    assert deployment.max_ongoing_requests == 8 + HEADROOM
+    bundle, options, token, _ = deployment.init_args
+    assert (bundle, options["max_concurrent_envs"], token) == (str(FAKE), 8, "tok-k8s")
+    with pytest.raises(AgentEnvError, match="unknown replica; give bundle"):
+        build_application({"bundle": str(FAKE), "replica": 2})
+    monkeypatch.delenv("RAYSERVICE_TOKEN")
+    with pytest.raises(AgentEnvError, match=r"\$RAYSERVICE_TOKEN is not set"):
+        build_application({"bundle": str(FAKE), "token_var": "RAYSERVICE_TOKEN"})
