@@ -17,7 +17,8 @@ from agentenv.plugins import plugins
 from agentenv.settings import Shared
 from agentenv.taskapi import read_tasks
 from agentenv_verl import SUPPORTED
-from agentenv_verl.writer import arrow_schema, main, write
+from agentenv_verl.cli import main
+from agentenv_verl.writer import arrow_schema, write
 
 ROOT = Path(__file__).resolve().parents[2]
 DEAD_URL = "http://127.0.0.1:9"  # nothing listens on the discard port: reading it would fail differently
@@ -85,22 +86,32 @@ def test_an_empty_split_keeps_every_column(serve, tmp_path):
     assert pq.read_table(tmp_path / "out" / "train.parquet").schema.equals(arrow_schema())
 
 
-def test_the_loop_config_names_the_loop_the_plugin_registers(serve, tmp_path):
+def test_the_loop_config_names_the_loops_the_plugin_registers(serve, tmp_path):
     server = serve()
     write(server.url, tmp_path / "out", tool_timeout=7, reset_timeout=90, attempts=4)
 
-    (entry,) = yaml.safe_load((tmp_path / "out" / "agent_loop.yaml").read_text())
+    multi, single = yaml.safe_load((tmp_path / "out" / "agent_loop.yaml").read_text())
     offers = plugins().integration("verl").offers
     module, attr = offers["agent_loop"].split(":")
-    assert entry == {
+    assert multi == {
         "name": offers["agent_loop_name"],
         "_target_": f"{module}.{attr}",
         "url": server.url,
+        "reset_timeout": 90.0,
+        "attempts": 4,
+        "token_var": None,
         "tool_timeout": 7.0,
+    }
+    module, attr = offers["single_turn_loop"].split(":")
+    assert single == {
+        "name": offers["single_turn_loop_name"],
+        "_target_": f"{module}.{attr}",
+        "url": server.url,
         "reset_timeout": 90.0,
         "attempts": 4,
         "token_var": None,
     }
+    assert (multi["name"], single["name"]) == ("agentenv", "agentenv_single")
 
 
 def test_only_the_named_splits_are_written(serve, tmp_path):
@@ -118,8 +129,8 @@ def test_a_token_server_is_read_with_the_token_its_variable_holds(serve, tmp_pat
     written = write(server.url, tmp_path / "out", token_var="VERL_TEST_TOKEN")
 
     assert written.rows["train"] == 11
-    (entry,) = yaml.safe_load((tmp_path / "out" / "agent_loop.yaml").read_text())
-    assert entry["token_var"] == "VERL_TEST_TOKEN"
+    entries = yaml.safe_load((tmp_path / "out" / "agent_loop.yaml").read_text())
+    assert [entry["token_var"] for entry in entries] == ["VERL_TEST_TOKEN", "VERL_TEST_TOKEN"]
     files = _written(tmp_path / "out")
     assert len(files) == 4
     assert not [f.name for f in files if token.encode() in f.read_bytes()]
@@ -199,7 +210,8 @@ def test_importing_the_package_plugin_and_writer_does_not_import_verl():
     code = (
         "import sys, agentenv_verl, agentenv_verl.plugin\n"
         "print(sorted(m for m in ('verl', 'torch', 'transformers', 'pyarrow') if m in sys.modules))\n"
-        "import agentenv_verl.writer, agentenv_verl.__main__\n"
+        "import agentenv_verl.writer, agentenv_verl.__main__, agentenv_verl.cli, agentenv_verl.reward\n"
+        "import agentenv_verl.rows, agentenv_verl.dapo, agentenv_verl.nemo_gym, agentenv_verl.keptout\n"
         "print(sorted(m for m in ('verl', 'torch', 'transformers') if m in sys.modules))"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -78,7 +78,7 @@ async def test_verls_worker_instantiates_the_written_loop_and_batches_its_reward
     tokenizer, model_dir, fake_server, tmp_path
 ):
     written = write(fake_server.url, tmp_path / "out")
-    (entry,) = yaml.safe_load(written.agent_loop_config.read_text())
+    entry, _ = yaml.safe_load(written.agent_loop_config.read_text())
     config = trainer_config(
         f"actor_rollout_ref.model.path={model_dir}",
         "actor_rollout_ref.rollout.name=vllm",

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from agentenv_verl import write
-from agentenv_verl.writer import main
+from agentenv_verl.cli import main
 from verl_support import ScriptedServer, dataset_rows, make_loop, trainer_config, verl_config
 
 NO_THINKING = {"enable_thinking": False}

@@ -10,16 +10,34 @@ from typing import Final
 
 from agentenv.plugins import Integration
 
-__all__ = ["AGENT_LOOP", "AGENT_LOOP_NAME", "INSTALL", "INTEGRATION", "SUPPORTED", "check_verl"]
+__all__ = [
+    "AGENT_LOOP",
+    "AGENT_LOOP_NAME",
+    "INSTALL",
+    "INTEGRATION",
+    "SINGLE_TURN_LOOP",
+    "SINGLE_TURN_LOOP_NAME",
+    "SUPPORTED",
+    "check_verl",
+]
 
 AGENT_LOOP: Final[str] = "agentenv_verl.loop:AgentEnvAgentLoop"
 AGENT_LOOP_NAME: Final[str] = "agentenv"
+SINGLE_TURN_LOOP: Final[str] = "agentenv_verl.single_turn:AgentEnvSingleTurnLoop"
+SINGLE_TURN_LOOP_NAME: Final[str] = "agentenv_single"
 
 INTEGRATION: Final[Integration] = Integration(
     name="verl",
     package="agentenv-verl",
     trainer="verl",
-    offers={"agent_loop": AGENT_LOOP, "agent_loop_name": AGENT_LOOP_NAME, "writer": "agentenv_verl.writer:write"},
+    offers={
+        "agent_loop": AGENT_LOOP,
+        "agent_loop_name": AGENT_LOOP_NAME,
+        "single_turn_loop": SINGLE_TURN_LOOP,
+        "single_turn_loop_name": SINGLE_TURN_LOOP_NAME,
+        "reward_function": "agentenv_verl.reward:compute_score",
+        "writer": "agentenv_verl.writer:write",
+    },
 )
 SUPPORTED: Final[str] = INTEGRATION.requirement  # "verl>=0.9.1,<0.10"
 INSTALL: Final[str] = INTEGRATION.install  # "pip install 'agentenv-verl[verl]'"

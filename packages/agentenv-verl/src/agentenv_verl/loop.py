@@ -20,6 +20,7 @@ from agentenv.wire import EpisodeResult, Tool
 from ._schemas import parse_tools, typed_schema
 from ._version import INSTALL, SUPPORTED, check_verl
 from .errors import LoopConfigError, RolloutFailed
+from .keptout import COUNTER
 
 check_verl()  # before verl is imported: a version outside SUPPORTED fails here, naming both and the fix
 
@@ -51,7 +52,7 @@ class AgentEnvAgentLoop(ToolAgentLoop):
     empty reply (scored: the policy's doing). The episode's reward is ``reward_score``, so verl runs
     no reward function; ``extra_fields["reward_extra_info"]`` holds ``score/<step>`` for every step
     of the data source (None where this rollout has none), ``attempts``, ``model_seconds`` and
-    ``env_seconds`` (all attempts).
+    ``env_seconds`` (all attempts). Each rollout counts in ``keptout.COUNTER`` (scored, or kept out).
 
     A rollout the env fails (deploy, deadline, crash, server gone) is played again from the start on
     a new episode, up to ``attempts`` times, none starting once ``reset_timeout`` has passed since
@@ -142,6 +143,7 @@ class AgentEnvAgentLoop(ToolAgentLoop):
         try:
             output, result = await rollout.play(attempt)
         except RolloutLost as exc:
+            COUNTER.note(exc.failure.kind)
             raise RolloutFailed(
                 f"{exc}. verl's V1 trainer tags its group failed and keeps this rollout out of every batch; see the "
                 "agentenv server's log for the env's side",
@@ -153,6 +155,7 @@ class AgentEnvAgentLoop(ToolAgentLoop):
                 f"task {task_id!r} ended {result.outcome} without an env failure ({result.reason}); an unscored "
                 "rollout cannot be trained on. Make its verifiers give a verdict (agentenv play BUNDLE TASK checks one)"
             )
+        COUNTER.note(None)
         record = rollout.record
         return self._scored(output, result, steps, record.attempts, record.model_seconds, record.env_seconds)
 

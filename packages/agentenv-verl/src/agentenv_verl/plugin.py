@@ -1,4 +1,5 @@
-"""agentenv-verl's plugin: the verl integration record (its loop, by name and import path) and ``agentenv verl``.
+"""agentenv-verl's plugin: the verl integration record (its loops, by name and import path), ``agentenv verl`` and
+``agentenv nemo-gym``.
 
 Importing it does not import verl.
 """
@@ -9,9 +10,17 @@ from collections.abc import Iterator
 
 from agentenv.plugins import CliCommand, Integration, hookimpl
 
-from ._version import AGENT_LOOP, AGENT_LOOP_NAME, INTEGRATION
+from ._version import AGENT_LOOP, AGENT_LOOP_NAME, INTEGRATION, SINGLE_TURN_LOOP, SINGLE_TURN_LOOP_NAME
 
-__all__ = ["AGENT_LOOP", "AGENT_LOOP_NAME", "INTEGRATION", "agentenv_cli_commands", "agentenv_integrations"]
+__all__ = [
+    "AGENT_LOOP",
+    "AGENT_LOOP_NAME",
+    "INTEGRATION",
+    "SINGLE_TURN_LOOP",
+    "SINGLE_TURN_LOOP_NAME",
+    "agentenv_cli_commands",
+    "agentenv_integrations",
+]
 
 
 @hookimpl
@@ -21,11 +30,17 @@ def agentenv_integrations() -> Iterator[Integration]:
 
 @hookimpl
 def agentenv_cli_commands() -> Iterator[CliCommand]:
-    from . import writer
+    from . import cli
 
     yield CliCommand(
         "verl",
-        "verl: write a bundle's tasks as verl datasets (agentenv verl write URL OUT)",
-        writer.configure_cli,
-        writer.run_cli,
+        "verl: write a bundle's tasks as verl datasets (agentenv verl write URL OUT), or a DAPO run (verl dapo)",
+        cli.configure_cli,
+        cli.run_cli,
+    )
+    yield CliCommand(
+        "nemo-gym",
+        "NeMo Gym: write a bundle's tasks as NeMo Gym JSONL rows (agentenv nemo-gym write URL OUT)",
+        cli.configure_nemo_gym,
+        cli.run_nemo_gym,
     )

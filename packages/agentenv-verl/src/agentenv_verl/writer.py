@@ -1,19 +1,18 @@
-"""The dataset writer: a served bundle's tasks as verl datasets, and the loop config naming the loop.
+"""The dataset writer: a served bundle's tasks as verl datasets, and the loop config naming the loops.
 
-``python -m agentenv_verl URL OUT`` and ``agentenv verl write URL OUT`` run ``write``: OUT/<split>.parquet
-(one row per task, an explicit Arrow schema) and OUT/agent_loop.yaml. Importing this module does not
+``python -m agentenv_verl URL OUT`` and ``agentenv verl write URL OUT`` (``agentenv_verl.cli``) run
+``write``: OUT/<split>.parquet (one row per task, an explicit Arrow schema; ``--single-turn`` writes the
+single-turn rows of ``agentenv_verl.rows``) and OUT/agent_loop.yaml. Importing this module does not
 import verl (nor transformers, which ``--tokenizer`` loads).
 """
 
 from __future__ import annotations
 
-import argparse
 import functools
 import json
 import math
 import os
 import shutil
-import sys
 import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -24,23 +23,14 @@ import yaml
 from agentenv.errors import AgentEnvError
 from agentenv.plugins import plugins
 
+from ._progress import Bar
+from .rows import single_turn_records, single_turn_schema
+
 if TYPE_CHECKING:
     from agentenv.settings import Shared
     from agentenv.wire import TaskRow
 
-__all__ = [
-    "AGENT_LOOP_FILE",
-    "PromptLength",
-    "PromptsTooLong",
-    "Written",
-    "arrow_schema",
-    "configure_cli",
-    "configure_write",
-    "main",
-    "run_cli",
-    "run_write",
-    "write",
-]
+__all__ = ["AGENT_LOOP_FILE", "PromptLength", "PromptsTooLong", "Written", "arrow_schema", "count_prompt", "write"]
 
 AGENT_LOOP_FILE: Final[str] = "agent_loop.yaml"
 
@@ -99,7 +89,8 @@ class PromptLength:
 
 @dataclass(frozen=True)
 class Written:
-    """What ``write`` wrote: each split's file and row count, the loop config, and the longest prompts."""
+    """What ``write`` wrote: each split's file and row count, the loop config, the longest prompts, and (single-turn
+    rows) the multi-turn tasks left out, by split."""
 
     out: Path
     files: dict[str, Path]
@@ -108,6 +99,8 @@ class Written:
     agent_name: str
     data_source: str
     longest: list[PromptLength] = field(default_factory=list)
+    single_turn: bool = False
+    left_out: dict[str, list[str]] = field(default_factory=dict)
 
 
 class PromptsTooLong(AgentEnvError):
@@ -128,6 +121,7 @@ def write(
     out: str | os.PathLike[str],
     *,
     splits: Sequence[str] | None = None,
+    single_turn: bool = False,
     token_var: str | None = None,
     tool_timeout: float = 60.0,
     reset_timeout: float = 300.0,
@@ -139,13 +133,15 @@ def write(
 ) -> Written:
     """Write the tasks of the server at ``url`` as verl datasets under ``out``; returns what was written.
 
-    ``splits``: the splits to write (default: every split). ``token_var``: the variable holding the
-    server's token (read now, and by the loop in every verl worker; written nowhere). ``tool_timeout``,
-    ``reset_timeout``, ``attempts``: the loop's deadlines and replays, written to agent_loop.yaml.
-    ``tokenizer`` (a name, a path or a tokenizer) counts each prompt with its tools as the chat template
-    renders it, with ``chat_template_kwargs`` (verl's ``data.apply_chat_template_kwargs``);
-    ``max_prompt_length`` refuses rows over it before anything is written. ``progress``: where the
-    progress bar goes (None: nowhere).
+    ``splits``: the splits to write (default: every split). ``single_turn``: write single-turn rows
+    (``agentenv_verl.rows``: verl's standard fields, scored by the reward function; multi-turn tasks are
+    left out and listed in ``Written.left_out``) instead of rows for ``AgentEnvAgentLoop``. ``token_var``:
+    the variable holding the server's token (read now, and by the loops in every verl worker; written
+    nowhere). ``tool_timeout``, ``reset_timeout``, ``attempts``: the loops' deadlines and replays, written
+    to agent_loop.yaml (which registers both loops). ``tokenizer`` (a name, a path or a tokenizer) counts
+    each prompt with its tools as the chat template renders it, with ``chat_template_kwargs`` (verl's
+    ``data.apply_chat_template_kwargs``); ``max_prompt_length`` refuses rows over it before anything is
+    written. ``progress``: where the progress bar goes (None: nowhere).
 
     Everything that can be refused without the server is refused before it is read; the files are
     written to a temporary folder and moved into place, so a refusal or an error leaves ``out`` as it was.
@@ -154,71 +150,56 @@ def write(
     kwargs = dict(chat_template_kwargs or {})
     _check_options(out, attempts, tool_timeout, reset_timeout, tokenizer, max_prompt_length)
     from agentenv.settings import Shared
-    from agentenv.taskapi import probe, tasks_and_tools  # the session layer loads pydantic: not at import
+    from agentenv.taskapi import iter_tasks, probe, tasks_and_tools  # the session layer loads pydantic: not at import
 
     shared = Shared(url, token_var=token_var, tool_timeout=tool_timeout, reset_timeout=reset_timeout)
     shared.token()  # an unset variable is refused now, naming it
-    agent_name, target = _loop_registration()
+    loops = _loop_entries(shared.url, token_var, tool_timeout, reset_timeout, attempts)
     tok = _load_tokenizer(tokenizer) if tokenizer is not None else None
 
     info = probe(shared)
     names = list(splits) if splits else list(info.splits)
-    probing = _Bar(progress, "probing toolsets", None)
-    rows, tools_by_key = tasks_and_tools(shared, names, progress=lambda key: probing.step())
-    probing.close()
-    steps = _all_steps(shared, rows, [s for s in info.splits if s not in names])
     data_source = f"agentenv/{info.name}"
-    tools_json = {
-        k: json.dumps([t.as_openai() for t in tools], ensure_ascii=False) for k, tools in tools_by_key.items()
-    }
-
-    longest: list[PromptLength] = []
-    if tok is not None:
-        counting = _Bar(progress, "counting prompt tokens", len(rows))
+    records: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
+    prompts: list[tuple[str, str, list[dict[str, str]], list[dict[str, Any]] | None]] = []
+    left_out: dict[str, list[str]] = {}
+    if single_turn:
+        for name in names:
+            records[name], left = single_turn_records(iter_tasks(shared, name, info=info), info.name)
+            if left:
+                left_out[name] = left
+        if not any(records.values()):
+            raise AgentEnvError(
+                f"{shared.url} has no single-turn task in {', '.join(names) or 'any split'}: every task has more than "
+                "one turn. Write them for AgentEnvAgentLoop instead (without --single-turn)"
+            )
+        prompts = [(r["extra_info"]["split"], r["extra_info"]["task_id"], r["prompt"], None) for rs in records.values()
+                   for r in rs]  # fmt: skip
+    else:
+        probing = Bar(progress, "probing toolsets", None)
+        rows, tools_by_key = tasks_and_tools(shared, names, progress=lambda key: probing.step())
+        probing.close()
+        steps = _all_steps(shared, rows, [s for s in info.splits if s not in names])
+        tools_json = {
+            k: json.dumps([t.as_openai() for t in tools], ensure_ascii=False) for k, tools in tools_by_key.items()
+        }
         for row in rows:
-            tools = [t.as_openai() for t in tools_by_key[row.toolset_key]]
-            longest.append(PromptLength(count_prompt(tok, row.messages(), tools, kwargs), row.split, row.id))
-            counting.step()
-        counting.close()
-        longest.sort(key=lambda p: (-p.tokens, p.split, p.task_id))
-        over = [p for p in longest if max_prompt_length is not None and p.tokens > max_prompt_length]
-        if over:
-            shown = "\n".join(f"  {p}" for p in over[:_SHOWN]) + (
-                f"\n  ... and {len(over) - _SHOWN} more" if len(over) > _SHOWN else ""
-            )
-            raise PromptsTooLong(
-                f"{len(over)} of {len(rows)} prompts (with their tools) are over --max-prompt-length "
-                f"{max_prompt_length}; nothing was written:\n{shown}\nverl would cut such a prompt from the left, "
-                "losing the system prompt and the tools (its overlong filter does not count a row's tools). Set "
-                f"data.max_prompt_length (and --max-prompt-length) to at least {over[0].tokens}, or shorten those "
-                "prompts",
-                over=over,
-            )
+            records[row.split].append(_record(row, loops[0]["name"], data_source, tools_json[row.toolset_key], steps))
+            prompts.append((row.split, row.id, row.messages(), [t.as_openai() for t in tools_by_key[row.toolset_key]]))
+    longest = _count_prompts(tok, prompts, kwargs, max_prompt_length, progress) if tok is not None else []
 
-    config = {
-        "name": agent_name,
-        "_target_": target,
-        "url": shared.url,
-        "tool_timeout": float(tool_timeout),
-        "reset_timeout": float(reset_timeout),
-        "attempts": int(attempts),
-        "token_var": token_var,
-    }
-    by_split: dict[str, list[TaskRow]] = {name: [] for name in names}
-    for row in rows:
-        by_split[row.split].append(row)
-    writing = _Bar(progress, "writing", len(names) + 1)
+    schema = single_turn_schema() if single_turn else arrow_schema()
+    writing = Bar(progress, "writing", len(names) + 1)
     out.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".agentenv-verl-", dir=out))
     try:
-        for name, split_rows in by_split.items():
-            records = [_record(row, agent_name, data_source, tools_json[row.toolset_key], steps) for row in split_rows]
-            import pyarrow as pa
-            import pyarrow.parquet as pq
+        import pyarrow as pa
+        import pyarrow.parquet as pq
 
-            pq.write_table(pa.Table.from_pylist(records, schema=arrow_schema()), staging / f"{name}.parquet")
+        for name, split_records in records.items():
+            pq.write_table(pa.Table.from_pylist(split_records, schema=schema), staging / f"{name}.parquet")
             writing.step()
-        (staging / AGENT_LOOP_FILE).write_text(_loop_yaml(config, out), encoding="utf-8")
+        (staging / AGENT_LOOP_FILE).write_text(_loop_yaml(loops, out), encoding="utf-8")
         writing.step()
         for name in [*(f"{n}.parquet" for n in names), AGENT_LOOP_FILE]:
             os.replace(staging / name, out / name)
@@ -228,18 +209,51 @@ def write(
     return Written(
         out=out,
         files={name: out / f"{name}.parquet" for name in names},
-        rows={name: len(split_rows) for name, split_rows in by_split.items()},
+        rows={name: len(split_records) for name, split_records in records.items()},
         agent_loop_config=out / AGENT_LOOP_FILE,
-        agent_name=agent_name,
+        agent_name=loops[1 if single_turn else 0]["name"],
         data_source=data_source,
         longest=longest,
+        single_turn=single_turn,
+        left_out=left_out,
     )
 
 
+def _count_prompts(
+    tok: Any,
+    prompts: list[tuple[str, str, list[dict[str, str]], list[dict[str, Any]] | None]],
+    kwargs: dict[str, Any],
+    max_prompt_length: int | None,
+    progress: TextIO | None,
+) -> list[PromptLength]:
+    """Each prompt's length with its tools, longest first; refuses prompts over ``max_prompt_length``."""
+    counting = Bar(progress, "counting prompt tokens", len(prompts))
+    longest: list[PromptLength] = []
+    for split, task_id, messages, tools in prompts:
+        longest.append(PromptLength(count_prompt(tok, messages, tools, kwargs), split, task_id))
+        counting.step()
+    counting.close()
+    longest.sort(key=lambda p: (-p.tokens, p.split, p.task_id))
+    over = [p for p in longest if max_prompt_length is not None and p.tokens > max_prompt_length]
+    if over:
+        shown = "\n".join(f"  {p}" for p in over[:_SHOWN]) + (
+            f"\n  ... and {len(over) - _SHOWN} more" if len(over) > _SHOWN else ""
+        )
+        raise PromptsTooLong(
+            f"{len(over)} of {len(prompts)} prompts (with their tools) are over --max-prompt-length "
+            f"{max_prompt_length}; nothing was written:\n{shown}\nverl would cut such a prompt from the left, "
+            "losing the system prompt and the tools (its overlong filter does not count a row's tools). Set "
+            f"data.max_prompt_length (and --max-prompt-length) to at least {over[0].tokens}, or shorten those "
+            "prompts",
+            over=over,
+        )
+    return longest
+
+
 def count_prompt(
-    tokenizer: Any, messages: list[dict[str, str]], tools: list[dict[str, Any]], kwargs: Mapping[str, Any]
+    tokenizer: Any, messages: list[dict[str, str]], tools: list[dict[str, Any]] | None, kwargs: Mapping[str, Any]
 ) -> int:
-    """Tokens of ``messages`` with ``tools`` as verl's agent loop renders its first prompt."""
+    """Tokens of ``messages`` with ``tools`` (None: no tools) as verl's agent loop renders its first prompt."""
     ids = tokenizer.apply_chat_template(
         messages, tools=tools, add_generation_prompt=True, tokenize=True, return_dict=False, **kwargs
     )
@@ -269,15 +283,27 @@ def _check_options(
             )
 
 
-def _loop_registration() -> tuple[str, str]:
-    """The loop's registered name and hydra ``_target_``, from this package's Integration record."""
+def _loop_entries(
+    url: str, token_var: str | None, tool_timeout: float, reset_timeout: float, attempts: int
+) -> list[dict[str, Any]]:
+    """agent_loop.yaml's entries: both loops, named and found by this package's Integration record."""
     offers = plugins().integration("verl").offers
-    if "agent_loop" not in offers or "agent_loop_name" not in offers:
+    wanted = ("agent_loop", "agent_loop_name", "single_turn_loop", "single_turn_loop_name")
+    if not all(key in offers for key in wanted):
         raise AgentEnvError(
-            "the installed 'verl' integration offers no agent loop; reinstall agentenv-verl (pip install agentenv-verl)"
+            "the installed 'verl' integration offers no agent loops; reinstall it (pip install agentenv-verl)"
         )
-    module, _, attr = offers["agent_loop"].partition(":")
-    return offers["agent_loop_name"], f"{module}.{attr}"
+
+    def target(path: str) -> str:
+        module, _, attr = path.partition(":")
+        return f"{module}.{attr}"
+
+    common = {"url": url, "reset_timeout": float(reset_timeout), "attempts": int(attempts), "token_var": token_var}
+    return [
+        {"name": offers["agent_loop_name"], "_target_": target(offers["agent_loop"]), **common,
+         "tool_timeout": float(tool_timeout)},
+        {"name": offers["single_turn_loop_name"], "_target_": target(offers["single_turn_loop"]), **common},
+    ]  # fmt: skip
 
 
 def _load_tokenizer(tokenizer: Any) -> Any:
@@ -321,187 +347,13 @@ def _record(row: TaskRow, agent_name: str, data_source: str, tools_json: str, st
     }
 
 
-def _loop_yaml(config: dict[str, Any], out: Path) -> str:
+def _loop_yaml(entries: list[dict[str, Any]], out: Path) -> str:
     header = (
         "# Written by agentenv-verl. Point verl at it:\n"
         f"#   actor_rollout_ref.rollout.agent.agent_loop_config_path={(out / AGENT_LOOP_FILE).resolve()}\n"
-        "# The rows' agent_name column selects this loop. token_var names the variable that holds the\n"
-        "# server's token in every verl worker; the token itself is in no file.\n"
+        f"# Rows with agent_name: {entries[0]['name']} play in AgentEnvAgentLoop. Single-turn rows (--single-turn)\n"
+        f"# name no loop: actor_rollout_ref.rollout.agent.default_agent_loop={entries[1]['name']} scores them in\n"
+        "# the single-turn loop. token_var names the variable that holds the server's token in every verl\n"
+        "# worker; the token itself is in no file.\n"
     )
-    return header + yaml.safe_dump([config], sort_keys=False)
-
-
-class _Bar:
-    """A plain-text progress bar on a stream (a counter when the total is unknown)."""
-
-    def __init__(self, stream: TextIO | None, label: str, total: int | None) -> None:
-        self.stream, self.label, self.total, self.done = stream, label, total, 0
-        self._draw()
-
-    def step(self) -> None:
-        self.done += 1
-        self._draw()
-
-    def _draw(self) -> None:
-        if self.stream is None:
-            return
-        if self.total:
-            filled = round(20 * self.done / self.total)
-            text = f"{self.label} [{'#' * filled}{'.' * (20 - filled)}] {self.done}/{self.total}"
-        else:
-            text = f"{self.label}: {self.done}"
-        self.stream.write("\r" + text)
-        self.stream.flush()
-
-    def close(self) -> None:
-        if self.stream is not None:
-            self.stream.write("\n")
-            self.stream.flush()
-            self.stream = None
-
-
-# ---------------------------------------------------------------------------------------------
-# command line
-# ---------------------------------------------------------------------------------------------
-
-
-def configure_write(parser: argparse.ArgumentParser) -> None:
-    """Add the writer's arguments to ``parser``."""
-    add = parser.add_argument
-    add("url", metavar="URL", help="the agentenv server (http://host:port)")
-    add("out", metavar="OUT", type=Path, help="folder for <split>.parquet and agent_loop.yaml")
-    add(
-        "--split",
-        dest="splits",
-        action="append",
-        metavar="NAME",
-        help="write only this split (repeatable; default: every split)",
-    )
-    add(
-        "--token-var",
-        metavar="NAME",
-        help="the environment variable holding the server's token (read here and in every verl worker)",
-    )
-    add("--tool-timeout", type=float, default=60.0, metavar="S", help="seconds a tool call may take (default: 60)")
-    add(
-        "--reset-timeout",
-        type=float,
-        default=300.0,
-        metavar="S",
-        help="seconds a deploy or an end of turn may take; also how long after its start a rollout may "
-        "begin a replay (default: 300)",
-    )
-    add(
-        "--attempts",
-        type=int,
-        default=3,
-        metavar="N",
-        help="plays of a rollout the env fails before it is given up as failed (default: 3)",
-    )
-    add(
-        "--tokenizer",
-        metavar="MODEL_OR_PATH",
-        help="the policy's tokenizer: count each prompt with its tools as its chat template renders it",
-    )
-    add(
-        "--chat-template-kwargs",
-        metavar="JSON",
-        default=None,
-        help="as verl's data.apply_chat_template_kwargs, e.g. '{\"enable_thinking\": false}'",
-    )
-    add(
-        "--max-prompt-length",
-        type=int,
-        metavar="N",
-        help="refuse rows over N tokens (verl's data.max_prompt_length); needs --tokenizer",
-    )
-    add("--quiet", action="store_true", help="no progress bar")
-
-
-def run_write(args: argparse.Namespace) -> int:
-    """Run the writer from parsed arguments; prints what it wrote. Returns the exit code."""
-    kwargs = _template_kwargs(args.chat_template_kwargs)
-    written = write(
-        args.url,
-        args.out,
-        splits=args.splits,
-        token_var=args.token_var,
-        tool_timeout=args.tool_timeout,
-        reset_timeout=args.reset_timeout,
-        attempts=args.attempts,
-        tokenizer=args.tokenizer,
-        chat_template_kwargs=kwargs,
-        max_prompt_length=args.max_prompt_length,
-        progress=None if args.quiet else sys.stderr,
-    )
-    for split, path in written.files.items():
-        count = written.rows[split]
-        print(f"wrote {path} ({count} row{'s' if count != 1 else ''}, data_source {written.data_source})")
-    print(f"wrote {written.agent_loop_config} (loop {written.agent_name!r})")
-    if written.longest:
-        print(f"longest prompt with its tools: {written.longest[0]}")
-    else:
-        print("prompt lengths not counted: pass --tokenizer MODEL_OR_PATH to count them")
-    print("verl settings:")
-    print(f"  actor_rollout_ref.rollout.agent.agent_loop_config_path={written.agent_loop_config.resolve()}")
-    train = written.files.get("train")
-    if train is not None:
-        print(f"  data.train_files={train.resolve()}")
-    for split in ("eval", "validation", "test"):
-        if written.rows.get(split):
-            print(f"  data.val_files={written.files[split].resolve()}")
-            break
-    if written.longest:
-        print(f"  data.max_prompt_length={written.longest[0].tokens}  (at least)")
-    for key, value in kwargs.items():  # one override per key: hydra refuses new keys in verl's empty dict
-        print(f"  +data.apply_chat_template_kwargs.{key}={json.dumps(value)}")
-    return 0
-
-
-def _template_kwargs(text: str | None) -> dict[str, Any]:
-    if text is None:
-        return {}
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise AgentEnvError(
-            f"--chat-template-kwargs is not JSON ({exc.msg}); write an object, e.g. '{{\"enable_thinking\": false}}'"
-        ) from None
-    if not isinstance(value, dict):
-        raise AgentEnvError(
-            f"--chat-template-kwargs is a JSON {type(value).__name__}; write an object, "
-            "e.g. '{\"enable_thinking\": false}'"
-        )
-    return value
-
-
-def configure_cli(parser: argparse.ArgumentParser) -> None:
-    """``agentenv verl``: its subcommands."""
-    sub = parser.add_subparsers(dest="verl_command", metavar="COMMAND")
-    configure_write(
-        sub.add_parser(
-            "write", help="write a served bundle's tasks as verl datasets", description=(__doc__ or "").split("\n\n")[0]
-        )
-    )
-
-
-def run_cli(args: argparse.Namespace) -> int:
-    """Run ``agentenv verl COMMAND``."""
-    if args.verl_command != "write":
-        print("usage: agentenv verl write URL OUT [options] (see agentenv verl write --help)", file=sys.stderr)
-        return 2
-    return run_write(args)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m agentenv_verl URL OUT``; returns the exit code."""
-    parser = argparse.ArgumentParser(prog="python -m agentenv_verl", description=(__doc__ or "").split("\n\n")[0])
-    configure_write(parser)
-    args = parser.parse_args(argv)
-    try:
-        return run_write(args)
-    except AgentEnvError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        return 130
+    return header + yaml.safe_dump(entries, sort_keys=False)
