@@ -194,6 +194,21 @@ def test_agentenv_verl_write_is_the_same_writer(serve, tmp_path, capsys):
         assert pq.read_table(tmp_path / "a" / name).equals(pq.read_table(tmp_path / "b" / name))
 
 
+def test_single_turn_rows_leave_out_multi_turn_tasks_and_say_how_to_score_them(serve, tmp_path, capsys):
+    server = serve()
+
+    assert main([server.url, str(tmp_path / "out"), "--single-turn", "--quiet"]) == 0
+
+    out = capsys.readouterr().out
+    assert f"wrote {tmp_path / 'out' / 'train.parquet'} (9 rows, data_source agentenv/fake)" in out
+    assert "left out 2 multi-turn task(s) of train (two-turn, weighted)" in out
+    assert "loops agentenv, agentenv_single" in out
+    assert "actor_rollout_ref.rollout.agent.default_agent_loop=agentenv_single" in out
+    rows = pq.read_table(tmp_path / "out" / "train.parquet").to_pylist()
+    assert {row["extra_info"]["task_id"] for row in rows} >= {"echo", "bash", "no-verdict"}
+    assert set(rows[0]) == {"data_source", "prompt", "ability", "reward_model", "extra_info"}
+
+
 def test_progress_goes_to_stderr(serve, tmp_path, capsys):
     server = serve()
 

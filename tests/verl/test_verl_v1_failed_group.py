@@ -29,17 +29,18 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 import transfer_queue as tq
-from agentenv_verl import RolloutFailed, write
+from agentenv_verl import NoVerdictError, RolloutFailed, write
 from omegaconf import OmegaConf
 from tensordict import TensorDict
 from transfer_queue import interface
 from transfer_queue.controller import TransferQueueController
 from transfer_queue.sampler import SequentialSampler
 from transfer_queue.storage.simple_storage import SimpleStorageUnit
-from verl_support import token_output, tool_call, trainer_config
+from verl_support import VERDICTS, RewardHandle, ScriptedServer, token_output, tool_call, trainer_config
 
 with warnings.catch_warnings():  # the trainer imports every training engine; those not installed warn
     warnings.filterwarnings("ignore", message=r".* engine is not available", category=UserWarning)
+    from verl.experimental.reward_loop.reward_loop import RewardLoopWorker
     from verl.trainer.ppo.v1.agent_loop_tq import AgentLoopWorkerTQ
     from verl.trainer.ppo.v1.trainer_base import get_trainer_cls
 
@@ -122,11 +123,18 @@ class WorkerThread:
     """verl's AgentLoopWorkerTQ with its event loop in a thread, as a Ray async actor runs it; stands in
     for AgentLoopManagerTQ, whose generate_sequences is ``ray.get`` of the worker's on one chunk."""
 
-    def __init__(self, config: Any, llm_client: Policy) -> None:
+    def __init__(self, config: Any, llm_client: Any, reward: bool = False) -> None:
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self.thread.start()
-        self.worker = AgentLoopWorkerTQ.__ray_actor_class__(config, llm_client=llm_client)  # calls tq.init()
+
+        async def build() -> Any:  # reward: verl's rule-based reward worker beside it, as the V1 trainer starts one
+            handles = [RewardHandle(RewardLoopWorker(config))] if reward else None
+            return AgentLoopWorkerTQ.__ray_actor_class__(
+                config, llm_client=llm_client, reward_loop_worker_handles=handles
+            )  # calls tq.init(); fmt: skip
+
+        self.worker = self._call(build())
         self.dispatched: list[TensorDict] = []
 
     def _call(self, coroutine: Any) -> Any:
@@ -177,12 +185,15 @@ def _trainer(
     train_batch_size: int = 2,
     attempts: int = 2,
     crash_first: bool = False,
+    single_turn: bool = False,
+    model: Any = None,
 ) -> Any:
-    """verl's V1 trainer of ``trainer.v1.trainer_mode`` (sync by default) on the fake bundle's ``tasks``,
+    """verl's V1 trainer of ``trainer.v1.trainer_mode`` (sync by default) on ``tasks`` of the server at ``url``,
     with what it needs to submit prompts and sample batches: its dataloader, its replay buffer, and the
     worker in place of the agent loop manager. Its GPU-backed parts (worker groups, rollout replicas,
-    checkpoint engine) are not built: nothing here reaches them."""
-    written = write(url, tmp_path / "out", splits=["train"], attempts=attempts)
+    checkpoint engine) are not built: nothing here reaches them. ``single_turn``: single-turn rows, and verl's
+    rule-based reward worker beside the agent loop worker; ``model``: the rollout server (default: ``Policy``)."""
+    written = write(url, tmp_path / "out", splits=["train"], attempts=attempts, single_turn=single_turn)
     train = _train_file(written.files["train"], tasks, tmp_path / "train.parquet")
     config = trainer_config(
         f"actor_rollout_ref.model.path={model_dir}",
@@ -205,7 +216,8 @@ def _trainer(
     trainer._init_dataloader()  # verl's RLHFDataset and StatefulDataLoader over the train file
     trainer.global_steps = 1
     trainer.replay_buffer.poll_interval = 0.1  # the pause between its polls of TransferQueue (2 s)
-    trainer.agent_loop_manager = WorkerThread(config, Policy(tokenizer, crash_first=crash_first))
+    model = model if model is not None else Policy(tokenizer, crash_first=crash_first)
+    trainer.agent_loop_manager = WorkerThread(config, model, reward=single_turn)
     return trainer
 
 
@@ -236,8 +248,8 @@ def v1(transfer_queue, tokenizer, model_dir, fake_server, tmp_path) -> Iterator[
     TransferQueue afterwards."""
     built: list[Any] = []
 
-    def make(tasks: list[str], *overrides: str, **options: Any) -> Any:
-        url = fake_server.url
+    def make(tasks: list[str], *overrides: str, url: str | None = None, **options: Any) -> Any:
+        url = url or fake_server.url
         trainer = _trainer(
             tasks, *overrides, tokenizer=tokenizer, model_dir=model_dir, url=url, tmp_path=tmp_path, **options
         )
@@ -333,3 +345,40 @@ def test_in_async_mode_a_group_with_a_failed_rollout_is_evicted_whole_and_refill
     assert sorted(batch.keys) == [f"{uid['two-turn']}_{i}_0" for i in range(N)]
     assert not [k for k in tq.kv_list().get("train", {}) if k.startswith(uid["echo"])]  # its survivor too
     assert _rewards(batch.keys) == [1.0] * N
+
+
+# --- single-turn rows: the reward function, and the single-turn loop ---------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "scored_by",
+    [
+        ("reward.custom_reward_function.path=pkg://agentenv_verl.reward", "+reward.custom_reward_function.reward_kwargs"
+         ".attempts=1"),  # verl's single_turn_agent, and its reward worker calling compute_score
+        ("actor_rollout_ref.rollout.agent.default_agent_loop=agentenv_single",),  # the loop, on agent_loop.yaml's url
+    ],
+    ids=["reward-function", "single-turn-loop"],
+)  # fmt: skip
+def test_a_sample_without_a_verdict_fails_its_group_and_only_its_sibling_is_stored(
+    v1, serve, tokenizer, worker_log, scored_by
+):
+    server = serve(VERDICTS)
+    url_kwarg = [f"+reward.custom_reward_function.reward_kwargs.url={server.url}"] if len(scored_by) == 2 else []
+    model = ScriptedServer(tokenizer, {"Say the word on the board.": ["BREAK<|im_end|>", "right<|im_end|>"]})
+    trainer = v1(["judged"], *scored_by, *url_kwarg, url=server.url, single_turn=True, model=model, attempts=1,
+                 train_batch_size=1)  # fmt: skip
+
+    trainer.prepare_step()
+    trainer.agent_loop_manager.settle()
+    uid = trainer.agent_loop_manager.uids()["judged"]
+
+    assert _group_tags() == {uid: "failure"}
+    (survivor,) = _trajectories()
+    (failure,) = _failures_logged(worker_log, uid)
+    assert isinstance(failure, NoVerdictError) and failure.kind == "verifier"  # the judge broke on BREAK
+
+    batch, metrics = trainer.replay_buffer.sample(global_steps=1, partition_id="train", batch_size=1)
+
+    assert batch.keys == [survivor]  # only the sibling the judge scored
+    assert metrics == {}
+    assert _rewards(batch.keys) == [1.0]

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import uuid
+import warnings
 from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -17,13 +19,20 @@ from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig, OmegaConf
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast
-from verl.experimental.agent_loop.agent_loop import DictConfigWrap, ToolListWrap
+from verl import DataProto
+from verl.experimental.agent_loop.agent_loop import AgentLoopWorker, DictConfigWrap, ToolListWrap
 from verl.utils.dataset.rl_dataset import RLHFDataset, collate_fn
 from verl.workers.rollout.replica import TokenOutput
 
+with warnings.catch_warnings():  # the reward loop imports verl's training engines; those not installed warn
+    warnings.filterwarnings("ignore", message=r".* engine is not available", category=UserWarning)
+    from verl.experimental.reward_loop.reward_loop import RewardLoopWorker
+
 ROOT = Path(__file__).resolve().parents[2]
 FAKE = ROOT / "tests" / "fixtures" / "bundles" / "fake"
+VERDICTS = ROOT / "tests" / "fixtures" / "bundles" / "verdicts"
 INBOX = ROOT / "examples" / "bundles" / "inbox"
+ARITH = ROOT / "examples" / "bundles" / "arith"
 
 SPECIAL = [
     "<|endoftext|>",
@@ -251,3 +260,49 @@ def token_output(tokenizer: Any, reply: str, *, global_step: int) -> TokenOutput
     steps = {"global_steps": global_step, "min_global_steps": global_step, "max_global_steps": global_step}
     return TokenOutput(token_ids=ids, log_probs=[-0.5] * len(ids), stop_reason="completed", num_preempted=0,
                        extra_fields=steps)  # fmt: skip
+
+
+class RewardHandle:
+    """Stands in for the Ray actor handle of verl's RewardLoopWorker: ``handle.compute_score.remote(data)``
+    is the worker's own ``compute_score(data)`` (a coroutine; the caller awaits it as it awaits the actor's)."""
+
+    def __init__(self, worker: Any) -> None:
+        self.worker = worker
+
+    @property
+    def compute_score(self) -> Any:
+        return _Remote(self.worker.compute_score)
+
+
+class _Remote:
+    def __init__(self, method: Callable[..., Any]) -> None:
+        self.method = method
+
+    def remote(self, *args: Any, **kwargs: Any) -> Any:
+        return self.method(*args, **kwargs)
+
+
+def prompts(parquet: Path, tokenizer: Any, n: int, tmp_path: Path) -> DataProto:
+    """A split's rows as verl's legacy trainer hands them to its agent loop worker: RLHFDataset, collate_fn, a
+    uid per prompt, each repeated ``n`` times (a GRPO group)."""
+    config = {"cache_dir": str(tmp_path / "rlhf-cache"), "filter_overlong_prompts": False, "max_prompt_length": 8192}
+    dataset = RLHFDataset(str(parquet), tokenizer, OmegaConf.create(config))
+    batch = DataProto.from_single_dict(collate_fn([dataset[i] for i in range(len(dataset))]))
+    batch.non_tensor_batch["uid"] = np.array([str(uuid.uuid4()) for _ in range(len(batch))], dtype=object)
+    batch = batch.repeat(repeat_times=n, interleave=True)
+    batch.meta_info["global_steps"] = 1
+    return batch
+
+
+async def generate(config: DictConfig, model: Any, batch: DataProto) -> DataProto:
+    """verl's legacy AgentLoopWorker on ``batch`` with verl's rule-based reward worker beside it, as verl's legacy
+    trainer starts them when no reward model runs (call it inside the event loop)."""
+    reward_worker = RewardLoopWorker(config)  # verl's own: loads the reward manager and the reward function
+    worker = AgentLoopWorker(config, llm_client=model, reward_loop_worker_handles=[RewardHandle(reward_worker)])
+    return await worker.generate_sequences(batch)
+
+
+def replies(tokenizer: Any, out: DataProto) -> list[str]:
+    """Each sample's response in a worker's output, as text (what the model said)."""
+    masks = out.batch["attention_mask"][:, out.batch["prompts"].shape[1] :]
+    return [tokenizer.decode(ids[m.bool()], skip_special_tokens=True) for ids, m in zip(out.batch["responses"], masks)]
