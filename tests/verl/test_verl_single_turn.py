@@ -90,7 +90,7 @@ async def test_verls_grpo_gives_a_masked_sample_no_advantage_and_counts_its_zero
     judged, kept_out = said.index("right"), said.index("BREAK")
     advantages, mask = batch.batch["advantages"], batch.batch["response_mask"]
     assert advantages[kept_out].abs().sum() == 0
-    # the group is {1.0, 0.0}: mean 0.5, std 0.707 (the masked 0 counts); alone, the judged sample would get 0
+    # the group is {1.0, 0.0}: mean 0.5, std 0.707 (the masked 0 counts; alone it would get 1.0)
     assert advantages[judged][mask[judged].bool()].tolist() == pytest.approx(
         [0.5 / math.sqrt(0.5)] * int(mask[judged].sum()), rel=1e-4
     )

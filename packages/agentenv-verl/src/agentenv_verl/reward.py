@@ -25,7 +25,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
 from agentenv.errors import EpisodeLost, RolloutFailed
-from agentenv.session import Session, Started
+from agentenv.pool import pooled
+from agentenv.session import Started
 from agentenv.settings import Shared
 from agentenv.sync import run_sync
 
@@ -281,24 +282,23 @@ async def _play(shared: Shared, data_source: str, task_id: str, reply: str, atte
         await _check_source(shared, data_source)
     except EpisodeLost as exc:
         raise _no_verdict(data_source, task_id, "failed", [exc.failure], str(exc)) from exc
-    session = Session(shared)
-    rollout = session.rollout(task_id, attempts=attempts)
+    async with pooled(shared) as session:  # one open session per server for many samples: no handshake each
+        rollout = session.rollout(task_id, attempts=attempts)
 
-    async def attempt(started: Started) -> None:
-        if started.turns != 1:
-            raise RewardConfigError(
-                f"task {task_id!r} of {data_source} has {started.turns} turns; a reward function scores one answer. "
-                "Train multi-turn tasks with agentenv_verl.loop.AgentEnvAgentLoop (rows: python -m agentenv_verl URL "
-                "OUT), or leave them out of the single-turn rows (python -m agentenv_verl URL OUT --single-turn does)"
-            )
-        await rollout.end_turn(reply)
+        async def attempt(started: Started) -> None:
+            if started.turns != 1:
+                raise RewardConfigError(
+                    f"task {task_id!r} of {data_source} has {started.turns} turns; a reward function scores one "
+                    "answer. Train multi-turn tasks with agentenv_verl.loop.AgentEnvAgentLoop (rows: python -m "
+                    "agentenv_verl URL OUT), or leave them out of the single-turn rows (python -m agentenv_verl URL "
+                    "OUT --single-turn does)"
+                )
+            await rollout.end_turn(reply)
 
-    try:
-        _, result = await rollout.play(attempt)
-    except RolloutFailed as exc:
-        raise _no_verdict(data_source, task_id, "failed", exc.failures, str(exc)) from exc
-    finally:
-        await session.close()
+        try:
+            _, result = await rollout.play(attempt)
+        except RolloutFailed as exc:
+            raise _no_verdict(data_source, task_id, "failed", exc.failures, str(exc)) from exc
     if result.outcome != "scored" or result.reward is None:
         why = f"its verifiers gave no verdict ({result.reason})" if result.reason else "its verifiers gave no verdict"
         raise _no_verdict(data_source, task_id, result.outcome, [], why)
