@@ -36,7 +36,10 @@ def only(loaded: Plugins, extra: type) -> Plugins:
 
 
 def left_out(*plugins_: type) -> Plugins:
-    return Plugins(entry_points=False, extra=[(p.__name__.lower(), p) for p in plugins_])
+    """The built-ins and ``plugins_`` (in process), with every registration hook called."""
+    loaded = Plugins(entry_points=False, extra=[(p.__name__.lower(), p) for p in plugins_])
+    loaded.collect()
+    return loaded
 
 
 def test_a_plugin_that_fails_to_import_is_left_out_by_name_and_the_others_load(monkeypatch, fresh_modules):
@@ -121,6 +124,8 @@ def test_a_plugin_registering_a_name_another_plugin_has_is_left_out_naming_both(
 
     monkeypatch.setenv("AGENTENV_TESTPLUGIN_DUPE", "1")
     loaded = Plugins()
+    assert loaded.problems == []  # found when the verifier kinds are first needed
+    assert "short" in loaded.verifier_kinds()
     assert [p.plugin for p in loaded.problems] == ["testplugin-dupe"]  # the later one, by entry point name
     problem = loaded.problems[0]
     assert problem.error == (
@@ -225,3 +230,22 @@ def test_the_process_wide_plugins_warn_once_for_each_plugin_left_out(monkeypatch
     warned = [r.getMessage() for r in caplog.records if "testplugin-broken" in r.getMessage()]
     assert len(warned) == 1
     assert warned[0].startswith("plugin 'testplugin-broken' (agentenv-testplugin 0.0.1) was left out")
+
+
+def test_a_plugin_left_out_late_loses_what_it_registered_for_hooks_called_before():
+    class Greedy:
+        @staticmethod
+        @hookimpl
+        def agentenv_reward_rules():
+            yield RewardRule("greedy", lambda scores, params: 1.0)
+
+        @staticmethod
+        @hookimpl
+        def agentenv_verifier_kinds():
+            yield VerifierKind("exact", lambda params, bundle_dir: lambda check: 1.0)  # a built-in name
+
+    loaded = Plugins(entry_points=False, extra=[("greedy", Greedy)])
+    assert "greedy" in loaded.reward_rules()
+    assert loaded.verifier_kinds()["exact"].build.__module__ == "agentenv.verifiers"
+    assert [p.plugin for p in loaded.problems] == ["greedy"]
+    assert "greedy" not in loaded.reward_rules()  # left out whole

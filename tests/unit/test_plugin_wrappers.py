@@ -147,12 +147,13 @@ async def test_hook_calls_are_seen_by_pluggys_call_monitoring():
             pass
 
     loaded = plugin_set(Observer)
+    bundle = load_bundle(FAKE, plugin_set=loaded)  # the registration hooks are called here
     undo = loaded.manager.add_hookcall_monitoring(
         lambda hook, impls, kwargs: calls.append((hook, [i.plugin_name for i in impls], sorted(kwargs))),
         lambda outcome, hook, impls, kwargs: None,
     )
     try:
-        await play(load_bundle(FAKE, plugin_set=loaded), "echo")
+        await play(bundle, "echo")
     finally:
         undo()
     assert calls == [("agentenv_episode_started", ["observer"], ["episode"])]

@@ -58,6 +58,23 @@ def test_the_core_registers_its_built_ins_and_its_commands_first_as_two_plugins(
     assert "agentenv_cli_commands" not in infos[0].hooks  # the registries never import the CLI
 
 
+def test_a_registration_hook_is_called_when_its_records_are_first_needed():
+    calls = []
+
+    class Counted:
+        @staticmethod
+        @hookimpl
+        def agentenv_reward_rules():
+            calls.append("reward rules")
+            yield RewardRule("counted", lambda scores, params: 1.0)
+
+    loaded = Plugins(entry_points=False, extra=[("counted", Counted)])
+    assert calls == []  # a plugin may import its heavy parts in its hooks: `agentenv --help` calls none of them
+    assert "counted" in loaded.reward_rules()
+    assert "counted" in loaded.reward_rules()
+    assert calls == ["reward rules"]
+
+
 def test_plugins_can_be_left_out_of_a_plugin_set():
     loaded = Plugins(entry_points=False)
     assert [i.name for i in loaded.infos()] == ["agentenv.builtins", "agentenv.commands"]

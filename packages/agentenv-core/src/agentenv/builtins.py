@@ -8,30 +8,37 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from .dataset_tasks import read_dataset_tasks
-from .envkinds import ENV_KINDS
 from .hookspecs import hookimpl
 from .records import EnvKind, RewardRule, TaskSource, VerifierKind
-from .tasksources import read_yaml_tasks
-from .verifiers import REWARD_RULES, VERIFIER_KINDS
+
+# each hook imports its kinds when called: `agentenv --help` needs none of them
 
 
 @hookimpl
 def agentenv_env_kinds() -> Iterator[EnvKind]:
+    from .envkinds import ENV_KINDS
+
     yield from ENV_KINDS
 
 
 @hookimpl
 def agentenv_verifier_kinds() -> Iterator[VerifierKind]:
+    from .verifiers import VERIFIER_KINDS
+
     yield from VERIFIER_KINDS
 
 
 @hookimpl
 def agentenv_task_sources() -> Iterator[TaskSource]:
+    from .dataset_tasks import read_dataset_tasks
+    from .tasksources import read_yaml_tasks
+
     yield TaskSource("yaml", read_yaml_tasks)
     yield TaskSource("dataset", read_dataset_tasks)
 
 
 @hookimpl
 def agentenv_reward_rules() -> Iterator[RewardRule]:
+    from .verifiers import REWARD_RULES
+
     yield from REWARD_RULES

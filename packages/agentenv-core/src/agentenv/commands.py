@@ -6,19 +6,15 @@ Registered by module name (``agentenv.plugins.BUILTINS``); see ``agentenv.cli`` 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import shlex
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from .bundle import load_bundle
 from .cli import table
-from .episode import Episode
 from .errors import AgentEnvError
 from .hookspecs import hookimpl
-from .plugins import plugins
 from .records import CliCommand
 
 
@@ -47,6 +43,8 @@ def configure_tasks(parser: argparse.ArgumentParser) -> None:
 
 
 def run_tasks(args: argparse.Namespace) -> int:
+    from .bundle import load_bundle  # here: `agentenv --help` loads no bundle machinery
+
     bundle = load_bundle(args.bundle)
     if args.split and args.split not in bundle.splits:
         raise AgentEnvError(f"no split {args.split!r}; the splits are {', '.join(bundle.splits)}")
@@ -90,6 +88,8 @@ def _read_script(path: Path) -> list[dict[str, Any]]:
 
 
 def run_play(args: argparse.Namespace) -> int:
+    from .bundle import load_bundle  # here: `agentenv --help` loads no bundle machinery
+
     bundle = load_bundle(args.bundle)
     try:
         task = bundle.task(args.task_id)
@@ -101,6 +101,8 @@ def run_play(args: argparse.Namespace) -> int:
         script: list[dict[str, Any]] | None = [t.model_dump() for t in task.solution]
     else:
         script = _read_script(args.script) if args.script else None
+    import asyncio  # here: `agentenv --help` needs no event loop
+
     result = asyncio.run(_play(bundle, task, script, args.tool_timeout, args.deploy_timeout))
     return 0 if result.outcome != "failed" else 1
 
@@ -108,6 +110,8 @@ def run_play(args: argparse.Namespace) -> int:
 async def _play(
     bundle: Any, task: Any, script: list[dict[str, Any]] | None, tool_timeout: float, deploy_timeout: float
 ) -> Any:
+    from .episode import Episode
+
     episode = Episode(bundle, task, tool_timeout=tool_timeout, deploy_timeout=deploy_timeout, purpose="play")
     await episode.start()
     try:
@@ -142,6 +146,8 @@ async def _scripted_turn(episode: Any, turn: dict[str, Any]) -> Any:
 
 
 async def _typed_turn(episode: Any) -> Any:
+    import asyncio
+
     print("  type: call TOOL {json args} | reply TEXT | tools | quit")
     while True:
         try:
@@ -193,14 +199,20 @@ def configure_check(parser: argparse.ArgumentParser) -> None:
 
 
 def run_check(args: argparse.Namespace) -> int:
+    from .bundle import load_bundle  # here: `agentenv --help` loads no bundle machinery
+
     bundle = load_bundle(args.bundle)
     print(f"bundle {bundle.name!r}: {len(bundle.tasks)} tasks in {', '.join(bundle.splits)}; loads cleanly")
+    import asyncio
+
     rows, failed = asyncio.run(_check(bundle, args.deploy_timeout))
     print(table(rows, ("toolset", "tasks", "played", "deploy s", "tools", "status")))
     return 1 if failed else 0
 
 
 async def _check(bundle: Any, deploy_timeout: float) -> tuple[list[tuple[Any, ...]], int]:
+    from .episode import Episode
+
     rows, failed = [], 0
     for key, tasks in bundle.by_toolset().items():
         episode = Episode(bundle, tasks[0], deploy_timeout=deploy_timeout, purpose="check")
@@ -224,7 +236,10 @@ def configure_plugins(parser: argparse.ArgumentParser) -> None:
 
 
 def run_plugins(args: argparse.Namespace) -> int:
+    from .plugins import plugins
+
     loaded = plugins()
+    loaded.collect()  # every registration hook, so that every plugin to leave out is found
     rows = []
     for info in loaded.infos():
         hooks = [h.removeprefix("agentenv_") + (" (wrapper)" if h in info.wrappers else "") for h in info.hooks]

@@ -17,12 +17,16 @@ plugin's result as it was returned (often a generator): to read the records, rea
 and return those (``results = [list(r) for r in (yield)]``; old-style: ``outcome.force_result``).
 Plugins are called in registration order (agentenv-core's built-ins, then plugins passed in
 process, then entry points by name); ``tryfirst``/``trylast`` move one to the front or the back.
+A registration hook is called once per process, when its records are first needed (``agentenv
+--help`` calls only ``agentenv_cli_commands``): import what is heavy inside the hook, not at the
+top of the plugin's module, which every ``agentenv`` command imports.
 
 A plugin that fails to import, that pluggy refuses (a misspelt argument, a wrapper that does not
 yield), that marks a function as a hookimpl of no hook here (or names one ``agentenv_...`` that is
 none), whose registration hook raises or yields the wrong type, or that registers a name another
-plugin already has, is left out whole: ``agentenv plugins`` names it with the fix, every command
-warns once on stderr, and everything else works. ``agentenv plugins --check`` exits 1 then.
+plugin already has, is left out whole (from the moment that is found, taking back what it had
+registered): ``agentenv plugins`` names it with the fix, every command warns once on stderr, and
+everything else works. ``agentenv plugins --check`` calls every hook and exits 1 then.
 """
 
 from __future__ import annotations

@@ -112,9 +112,12 @@ class Plugins:
     """The loaded plugins, with typed lookups; every hook is called through ``manager.hook``.
 
     Loads agentenv-core's built-ins, then ``extra`` (``(name, plugin)`` pairs, in process), then
-    the entry points of the ``agentenv`` group by name (unless ``entry_points`` is False). A plugin
-    that cannot be used is left out whole and listed in ``problems``. The set is fixed once built.
-    Get the process-wide one with ``plugins()``.
+    the entry points of the ``agentenv`` group by name (unless ``entry_points`` is False). Each
+    registration hook is called when its records are first needed, as plugins expect (a plugin
+    imports its heavy parts in its hooks). A plugin that cannot be used is left out whole as soon
+    as that is found (at load, or when a registration hook of it fails or takes a name), listed in
+    ``problems`` and logged once as a warning. No plugin is added once built. Get the process-wide
+    one with ``plugins()``.
     """
 
     def __init__(self, *, entry_points: bool = True, extra: Sequence[tuple[str, object]] = ()) -> None:
@@ -123,7 +126,8 @@ class Plugins:
             self.manager.add_hookspecs(spec)
         self.problems: list[PluginProblem] = []
         self._source: dict[str, tuple[str, str]] = {}
-        self._records: dict[str, dict[str, Any]] = {hook: {} for hook in REGISTRATION}
+        self._records: dict[str, dict[str, Any]] = {}  # registration hook -> name -> record, once collected
+        self._owners: dict[str, dict[str, str]] = {}  # registration hook -> name -> plugin
         self._callers: dict[str, tuple[tuple[str, pluggy.HookCaller], ...]] = {}
         for module in BUILTINS:
             self._add(module, importlib.import_module(module), (CORE, _version(CORE)), builtin=True)
@@ -131,7 +135,6 @@ class Plugins:
             self._add(name, obj, ("(in process)", ""))
         if entry_points:
             self._load_entry_points()
-        self._collect()
 
     # -- loading ------------------------------------------------------------------------------
 
@@ -180,52 +183,58 @@ class Plugins:
     def _leave_out(self, name: str, source: tuple[str, str], why: _LeftOut) -> None:
         if self.manager.get_plugin(name) is not None:
             self.manager.unregister(name=name)
-        self.problems.append(PluginProblem(name, source[0], source[1], why.error, why.fix))
+        problem = PluginProblem(name, source[0], source[1], why.error, why.fix)
+        self.problems.append(problem)
+        log.warning("%s", problem)
 
-    def _collect(self) -> None:
-        """Call every registration hook per plugin; accept a plugin's records whole, or leave it out."""
-        made: dict[str, dict[str, list[Any]]] = {}
-        for hook, (_, record_type) in REGISTRATION.items():
-            for plugin, caller in self.callers(hook):
-                try:
-                    records = [r for result in caller() for r in (result or ())]
-                    for record in records:
-                        _check_record(hook, record, record_type)
-                except _LeftOut as exc:
-                    self._leave_plugin_out(plugin, exc)
-                    continue
-                except Exception as exc:
-                    self._leave_plugin_out(plugin, _LeftOut(f"its {hook} raised {type(exc).__name__}: {exc}", _FIX))
-                    continue
-                made.setdefault(plugin, {})[hook] = records
-        owner: dict[tuple[str, str], str] = {}
-        for plugin in [name for name, _ in self.manager.list_name_plugin()]:
-            clashes = []
-            mine: dict[tuple[str, str], str] = {}
-            for hook, records in made.get(plugin, {}).items():
-                what = REGISTRATION[hook][0]
+    def collect(self) -> None:
+        """Call every registration hook now (each is otherwise called when its records are first needed).
+
+        ``agentenv plugins`` does, so that ``problems`` lists every plugin that would be left out.
+        """
+        for hook in REGISTRATION:
+            self._collected(hook)
+
+    def _collected(self, hook: str) -> dict[str, Any]:
+        found = self._records.get(hook)
+        return found if found is not None else self._collect(hook)
+
+    def _collect(self, hook: str) -> dict[str, Any]:
+        """Call ``hook`` per plugin; a plugin whose records are wrong or taken is left out, whole."""
+        what, record_type = REGISTRATION[hook]
+        made: dict[str, list[Any]] = {}
+        for plugin, caller in self.callers(hook):
+            try:
+                records = [r for result in caller() for r in (result or ())]
                 for record in records:
-                    key = (hook, record.name)
-                    if key in owner or key in mine:
-                        clashes.append((what, record.name, owner.get(key, plugin)))
-                    mine[key] = plugin
-            if clashes:
-                self._leave_plugin_out(plugin, self._clash(clashes))
+                    _check_record(hook, record, record_type)
+            except _LeftOut as exc:
+                self._leave_plugin_out(plugin, exc)
                 continue
-            owner.update(mine)
-            for hook, records in made.get(plugin, {}).items():
-                self._records[hook].update((r.name, r) for r in records)
-        self._callers.clear()  # plugins were left out: the callers are built again without them
+            except Exception as exc:
+                self._leave_plugin_out(plugin, _LeftOut(f"its {hook} raised {type(exc).__name__}: {exc}", _FIX))
+                continue
+            made[plugin] = records
+        accepted: dict[str, Any] = {}
+        owners: dict[str, str] = {}
+        for plugin, _ in self.manager.list_name_plugin():  # registration order: the built-ins keep their names
+            records = made.get(plugin, [])
+            names = [r.name for r in records]
+            taken = [(n, owners.get(n, plugin)) for i, n in enumerate(names) if n in owners or n in names[:i]]
+            if taken:
+                self._leave_plugin_out(plugin, self._clash(what, taken))
+                continue
+            accepted.update((r.name, r) for r in records)
+            owners.update((n, plugin) for n in names)
+        self._records[hook], self._owners[hook] = accepted, owners
+        return accepted
 
-    def _clash(self, clashes: list[tuple[str, str, str]]) -> _LeftOut:
-        said = "; ".join(
-            f"the {what} {name!r} is registered by {self._describe(first)}" for what, name, first in clashes
-        )
-        whats = sorted({what for what, _, _ in clashes})
-        if any(self._source.get(first, ("",))[0] == CORE for _, _, first in clashes):
-            fix = f"rename its {' and '.join(whats)} (a built-in name is never replaced)"
+    def _clash(self, what: str, taken: list[tuple[str, str]]) -> _LeftOut:
+        said = "; ".join(f"the {what} {name!r} is registered by {self._describe(first)}" for name, first in taken)
+        if any(self._source.get(first, ("",))[0] == CORE for _, first in taken):
+            fix = f"rename its {what} (a built-in name is never replaced)"
         else:
-            fix = f"rename its {' and '.join(whats)}, or uninstall one of the two"
+            fix = f"rename its {what}, or uninstall one of the two"
         return _LeftOut(f"it registers a name already taken: {said}", fix)
 
     def _leave_plugin_out(self, plugin: str, why: _LeftOut) -> None:
@@ -234,6 +243,9 @@ class Plugins:
             raise RuntimeError(f"agentenv's built-in plugin {plugin} is broken: {why.error}")
         self._leave_out(plugin, source, why)
         self._callers.clear()
+        for hook, owners in self._owners.items():  # what it registered for hooks collected before goes too
+            for name in [n for n, p in owners.items() if p == plugin]:
+                del owners[name], self._records[hook][name]
 
     def _describe(self, plugin: str) -> str:
         dist, version = self._source.get(plugin, ("?", ""))
@@ -306,27 +318,27 @@ class Plugins:
 
     def env_kinds(self) -> dict[str, EnvKind]:
         """Every env kind, by name."""
-        return self._records["agentenv_env_kinds"]
+        return self._collected("agentenv_env_kinds")
 
     def verifier_kinds(self) -> dict[str, VerifierKind]:
         """Every verifier kind, by name."""
-        return self._records["agentenv_verifier_kinds"]
+        return self._collected("agentenv_verifier_kinds")
 
     def task_sources(self) -> dict[str, TaskSource]:
         """Every task source, by name."""
-        return self._records["agentenv_task_sources"]
+        return self._collected("agentenv_task_sources")
 
     def reward_rules(self) -> dict[str, RewardRule]:
         """Every reward rule, by name."""
-        return self._records["agentenv_reward_rules"]
+        return self._collected("agentenv_reward_rules")
 
     def integrations(self) -> dict[str, Integration]:
         """Every trainer integration, by name."""
-        return self._records["agentenv_integrations"]
+        return self._collected("agentenv_integrations")
 
     def cli_commands(self) -> dict[str, CliCommand]:
         """Every CLI subcommand, by name."""
-        return self._records["agentenv_cli_commands"]
+        return self._collected("agentenv_cli_commands")
 
     def reward_rule(self, name: str) -> RewardRule:
         """The reward rule ``name``; the error lists the known ones."""
@@ -337,7 +349,7 @@ class Plugins:
         return self._lookup("agentenv_integrations", name, f"Install it: pip install agentenv-{name}")
 
     def _lookup(self, hook: str, name: str, fix: str) -> Any:
-        records = self._records[hook]
+        records = self._collected(hook)
         if name not in records:
             known = ", ".join(sorted(records)) or "none"
             left_out = f" ({self.left_out_note()})" if self.problems else ""
@@ -436,13 +448,10 @@ _loaded: list[Plugins] = []
 
 
 def plugins() -> Plugins:
-    """The process-wide plugins, loaded on first use; each left-out plugin is logged once as a warning."""
+    """The process-wide plugins, loaded on first use (each plugin left out is logged once, as a warning)."""
     with _lock:
         if not _loaded:
-            loaded = Plugins()
-            for problem in loaded.problems:
-                log.warning("%s", problem)
-            _loaded.append(loaded)
+            _loaded.append(Plugins())
         return _loaded[0]
 
 

@@ -17,13 +17,14 @@ from typing import TYPE_CHECKING
 
 from agentenv.lazy import lazy_exports
 
-from ._version import SUPPORTED, __version__
+from ._version import __version__
 
 __all__ = ["SUPPORTED", "AgentEnv", "EpisodeLost", "TaskEnvironment", "__version__"]
 
-_EXPORTS = {"AgentEnv": "env", "EpisodeLost": "environment", "TaskEnvironment": "environment"}
+_EXPORTS = {"SUPPORTED": "_version", "AgentEnv": "env", "EpisodeLost": "environment", "TaskEnvironment": "environment"}
 
 if TYPE_CHECKING:
+    from ._version import SUPPORTED
     from .env import AgentEnv
     from .environment import EpisodeLost, TaskEnvironment
 

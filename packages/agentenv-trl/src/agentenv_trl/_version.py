@@ -20,8 +20,16 @@ INTEGRATION: Final[Integration] = Integration(
     trainer="trl",
     offers={"environment": "agentenv_trl:AgentEnv", "demo": "agentenv_trl.demo:run_demo"},
 )
-SUPPORTED: Final[str] = INTEGRATION.requirement  # "trl>=1.16.0,<1.17"
-INSTALL: Final[str] = INTEGRATION.install  # "pip install 'agentenv-trl[trl]'"
+SUPPORTED: str  # "trl>=1.16.0,<1.17", read on first use (every `agentenv` command imports the plugin)
+INSTALL: str  # "pip install 'agentenv-trl[trl]'"
+
+
+def __getattr__(name: str) -> str:
+    if name == "SUPPORTED":
+        return INTEGRATION.requirement
+    if name == "INSTALL":
+        return INTEGRATION.install
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def check_trl(version: str | None = None) -> str:

@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING
 
 from agentenv.lazy import lazy_exports
 
-from ._version import SUPPORTED
 from .errors import LoopConfigError, NoVerdictError, RewardConfigError, RolloutFailed
 
 if TYPE_CHECKING:
+    from ._version import SUPPORTED
     from .dapo import write_dapo
     from .loop import AgentEnvAgentLoop
     from .nemo_gym import write_nemo_gym
@@ -49,6 +49,7 @@ __all__ = [
 ]
 
 _EXPORTS = {
+    "SUPPORTED": "_version",
     "AgentEnvAgentLoop": "loop",
     "AgentEnvSingleTurnLoop": "single_turn",
     "PromptsTooLong": "writer",
