@@ -38,7 +38,8 @@ def cluster(tmp_path):
     gcs = free_port()
     ray = Path(sys.executable).parent / "ray"
     head = subprocess.Popen([str(ray), "start", "--head", "--port", str(gcs), "--num-cpus", "2", "--include-dashboard",
-                             "false", "--object-store-memory", str(80 * 1024 * 1024), "--disable-usage-stats"],
+                             "false", "--object-store-memory", str(80 * 1024 * 1024), "--disable-usage-stats",
+                             "--dashboard-agent-listen-port", str(free_port())],  # not Ray's fixed default
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             start_new_session=True)  # the cluster's processes stay in this session  # fmt: skip
     out, _ = head.communicate(timeout=180)
