@@ -60,12 +60,13 @@ def cluster(tmp_path):
 def test_a_bundle_is_shipped_to_a_cluster_and_stopping_its_driver_leaves_the_cluster(cluster, tmp_path, monkeypatch):
     address, env, marker, ledger = cluster
     monkeypatch.setenv(TOKEN_VAR, TOKEN)
-    server = RayServer(tmp_path, "--ray-address", address, env=env).start()
-    session = SyncSession(Shared(server.url, token_var=TOKEN_VAR, reset_timeout=60))
-    session.start("proc-echo")
-    assert session.call("echo", {"text": "shipped"}).text == "shipped"
-
+    server = RayServer(tmp_path, "--ray-address", address, env=env)
     try:
+        server.start()
+        session = SyncSession(Shared(server.url, token_var=TOKEN_VAR, reset_timeout=60))
+        session.start("proc-echo")
+        assert session.call("echo", {"text": "shipped"}).text == "shipped"
+
         code, stderr = server.terminate()
     finally:
         server.cleanup()
