@@ -81,15 +81,17 @@ def test_the_task_api_answers_the_same_from_either_replica(ray_server):
 
 
 def test_sessions_fill_every_replica_before_one_is_refused_and_the_refusal_names_the_fix(ray_server):
-    shared = Shared(ray_server.url, token_var=TOKEN_VAR, reset_timeout=60)  # no waiting: a refusal fails at once
+    # the router sends each session to the least busy replica; waiting for the server is the fallback for a
+    # moment when its view is late (a replica slow to say how busy it is on this loaded machine)
+    waiting = Shared(ray_server.url, token_var=TOKEN_VAR, reset_timeout=60, waits_for_server=True)
     held = []
-    for _ in range(2 * PER_REPLICA):  # a full replica never refuses a session while the other has room
-        session = SyncSession(shared)
+    for _ in range(2 * PER_REPLICA):
+        session = SyncSession(waiting)
         session.start("echo")
         held.append(session)
     try:
-        with pytest.raises(AtCapacity) as full:
-            SyncSession(shared).start("echo")
+        with pytest.raises(AtCapacity) as full:  # without waiting, the refusal comes at once
+            SyncSession(Shared(ray_server.url, token_var=TOKEN_VAR, reset_timeout=60)).start("echo")
         message = str(full.value)
         assert f"{PER_REPLICA}/{PER_REPLICA} sessions" in message
         assert "--replicas" in message and "--max-concurrent-envs" in message
