@@ -1,28 +1,35 @@
-"""Test sessions. ``uvx nox`` runs lint, unit and one session per supported trainer version.
+"""Test sessions. ``uvx nox`` runs the default ones (what CI runs); the README's table says what each covers.
 
-Trainer sessions install the trainer at a pinned version next to the workspace packages, with the
-CPU build of torch: the ``torch-2.13.0+cpu`` wheel when a find-links folder has it (``$UV_FIND_LINKS``
-or ``$PIP_FIND_LINKS``), else PyTorch's CPU index. A plain ``torch`` from PyPI is a multi-GB CUDA
-build; no session ever installs it.
+Trainer sessions install the trainer at each version of the matrix (tools/matrix.py: every version the
+package index has inside the declared range) next to the workspace packages, with the CPU build of
+torch: the ``torch-2.13.0+cpu`` wheel when a find-links folder has it (``$UV_FIND_LINKS`` or
+``$PIP_FIND_LINKS``), else PyTorch's CPU index. A plain ``torch`` from the default index is a multi-GB
+CUDA build; no session ever installs it.
 """
 
 from __future__ import annotations
 
 import glob
 import os
+import sys
+import tomllib
 from pathlib import Path
 
 import nox
 
+sys.path.insert(0, str(Path(__file__).parent))
+from tools.matrix import MATRIX  # the version matrix, kept as data
+
 nox.options.default_venv_backend = "uv"
 nox.options.reuse_venv = "yes"
-nox.options.sessions = ["lint", "unit", "trl", "verl", "ray"]
+nox.options.sessions = ["lint", "unit", "docs", "trl", "verl", "ray", "lowest", "release"]
 
 ROOT = Path(__file__).parent
 TORCH = "2.13.0"
-# the trainer versions each integration is tested against (the lowest of its supported range first)
-TRL_VERSIONS = ["1.16.0"]
-VERL_VERSIONS = ["0.9.1"]
+# the trainer versions each integration is tested against: every version of its range, lowest first
+TRL_VERSIONS = list(MATRIX["trl"].versions)
+VERL_VERSIONS = list(MATRIX["verl"].versions)
+MKDOCS_QUIET = {"NO_MKDOCS_2_WARNING": "1", "DISABLE_MKDOCS_2_WARNING": "true"}  # banners, not warnings
 PYTEST = ["pytest", "-p", "no:cacheprovider"]
 
 
@@ -42,9 +49,10 @@ def _torch_cpu(session: nox.Session) -> list[str]:
         for path in folder.split():
             if glob.glob(os.path.join(path, f"torch-{TORCH}+cpu-*.whl")):
                 return [f"torch=={TORCH}+cpu", "--find-links", path]
-    session.log("no local torch CPU wheel found; using https://download.pytorch.org/whl/cpu")
-    return [f"torch=={TORCH}", "--index-url", "https://download.pytorch.org/whl/cpu", "--extra-index-url",
-            "https://pypi.org/simple", "--index-strategy", "unsafe-best-match"]  # fmt: skip
+    session.log("no local torch CPU wheel found; using PyTorch's CPU index")
+    # PyTorch's CPU index next to the default one (uv keeps the default index; it needs no argument)
+    return [f"torch=={TORCH}", "--extra-index-url", "https://download.pytorch.org/whl/cpu", "--index-strategy",
+            "unsafe-best-match"]  # fmt: skip
 
 
 def _pip(session: nox.Session, *args: str) -> None:
@@ -96,6 +104,42 @@ def ray(session: nox.Session) -> None:
     """tests/ray: agentenv serve --ray on a local Ray on loopback (2 replicas); one Ray at a time, no xdist."""
     _sync(session, "test", extras=("ray",))  # agentenv-server[ray]: the Ray range it declares
     session.run(*PYTEST, "tests/ray", *session.posargs, env={"RAY_USAGE_STATS_ENABLED": "0"})
+
+
+@nox.session
+def docs(session: nox.Session) -> None:
+    """The documentation site: mkdocs build --strict (warnings are errors) into site/, then every link checked."""
+    _sync(session, "docs")
+    session.run("mkdocs", "build", "--strict", "--quiet", env=MKDOCS_QUIET)
+    session.run("python", "-m", "tools.linkcheck", "site")
+
+
+@nox.session
+def release(session: nox.Session) -> None:
+    """Every wheel and sdist built with --no-sources, metadata and READMEs checked as the index reads them,
+    each wheel installed alone in a fresh venv. Leaves the files in dist/."""
+    _sync(session, "release")
+    session.run("python", "-m", "tools.release", "dist", *session.posargs)
+
+
+@nox.session
+def lowest(session: nox.Session) -> None:
+    """tests/unit with each workspace package's own dependencies at the lowest version it declares."""
+    # lowest-direct: the lowest version each package's own requirement allows; their dependencies as they come
+    editable = [arg for p in sorted(glob.glob(str(ROOT / "packages" / "*"))) for arg in ("-e", p)]
+    editable += ["-e", str(ROOT / "tests" / "fixtures" / "plugins" / "agentenv-testplugin")]
+    with open(ROOT / "pyproject.toml", "rb") as f:
+        group = tomllib.load(f)["dependency-groups"]["test"]
+    third_party = [r for r in group if not r.startswith("agentenv-")]  # the test tools, at their floors too
+    _pip(session, "--resolution", "lowest-direct", *editable, *third_party)
+    session.run(*PYTEST, "tests/unit", *_xdist(session), *session.posargs)
+
+
+@nox.session
+def versions(session: nox.Session) -> None:
+    """Ask the package index for every version inside each declared range; fail on one the matrix lacks."""
+    session.install("pip", "packaging")
+    session.run("python", "-m", "tools.matrix")
 
 
 @nox.session

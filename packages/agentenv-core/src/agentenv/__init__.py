@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from .lazy import lazy_exports
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 _EXPORTS = {
     "load_bundle": "bundle",

@@ -20,7 +20,7 @@ from .env import Tool
 from .errors import BundleError, BundleProblem, PluginError
 from .records import Problem
 from .schema import check_schema
-from .specs import BUNDLE_FILE, AgentSpec, EnvSpec, RawTask, RewardSpec, Task, Toolset
+from .specs import BUNDLE_FILE, AgentSpec, BundleFile, EnvSpec, RawTask, RewardSpec, Task, Toolset
 from .tasksources import dotted, row_field, undotted
 from .toolsets import check_toolset
 
@@ -102,7 +102,7 @@ class Loader:
             raise self.refuse(shown)
         if not isinstance(data, dict):
             raise BundleError(shown, [BundleProblem(BUNDLE_FILE, "", "must be a mapping with name, envs and tasks", 1)])
-        known = {"name", "description", "envs", "agents", "tasks", "defaults", "splits"}
+        known = BundleFile.model_fields
         for key in data:
             if key not in known:
                 self.problem(BUNDLE_FILE, (key,), f"unknown field; the fields are {', '.join(sorted(known))}", lines)

@@ -15,12 +15,15 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Iterable, Sequence
-from typing import Any
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from .errors import AgentEnvError
 
-__all__ = ["main", "table"]
+if TYPE_CHECKING:
+    from .plugins import CliCommand
+
+__all__ = ["build_parser", "main", "table"]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -28,11 +31,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from .plugins import plugins
 
     commands = plugins().cli_commands()  # a plugin left out is logged here, once
-    parser = argparse.ArgumentParser(prog="agentenv", description="Train LLM agents with RL on bundles of tasks.")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in sorted(commands):
-        command = commands[name]
-        command.configure(sub.add_parser(name, help=command.help, description=command.help))
+    parser = build_parser(commands)
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help()
@@ -44,6 +43,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
+
+
+def build_parser(commands: Mapping[str, CliCommand] | None = None) -> argparse.ArgumentParser:
+    """The ``agentenv`` parser with a subcommand per command (the installed plugins' when not given)."""
+    if commands is None:
+        from .plugins import plugins
+
+        commands = plugins().cli_commands()
+    parser = argparse.ArgumentParser(prog="agentenv", description="Train LLM agents with RL on bundles of tasks.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in sorted(commands):
+        command = commands[name]
+        command.configure(sub.add_parser(name, help=command.help, description=command.help))
+    return parser
 
 
 def table(rows: Iterable[Sequence[Any]], header: Sequence[str]) -> str:

@@ -61,7 +61,8 @@ class _Unreadable(Exception):
 
 
 def read_dataset_tasks(config: Any, bundle_dir: Path) -> Iterator[RawTask | BundleProblem]:
-    """The ``dataset`` task source (see the module docstring)."""
+    """A task per row of JSONL, JSON, parquet or ``datasets`` files (``path``, a glob), through a template
+    (``task``: a task with ``{column}`` where a row's value goes); without ``task``, each row is a whole task."""
     problems: list[BundleProblem] = []
     for key in config:
         if key not in _KEYS:

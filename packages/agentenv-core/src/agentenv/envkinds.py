@@ -100,6 +100,7 @@ def _python_describe(spec: EnvSpec, bundle_dir: Path) -> list[Tool] | None:
 
 
 def _python_create(spec: EnvSpec, bundle_dir: Path) -> Any:
+    """An ``agentenv.Env`` subclass in this process: ``target: module:Class`` (imported from the bundle folder)."""
     return _python_class(spec, bundle_dir)(spec.config, bundle_dir)
 
 
@@ -279,9 +280,13 @@ def _subprocess_describe(spec: EnvSpec, bundle_dir: Path) -> list[Tool] | None:
     )
 
 
+def _subprocess_create(spec: EnvSpec, bundle_dir: Path) -> Any:
+    """A program speaking JSON lines on stdin/stdout: ``command: [python, env.py]``, run in the bundle folder in
+    its own process group (``env``: extra environment variables)."""
+    return SubprocessEnv(spec, bundle_dir)
+
+
 ENV_KINDS = (
     EnvKind("python", _python_create, _python_describe, _python_check),
-    EnvKind(
-        "subprocess", lambda spec, bundle_dir: SubprocessEnv(spec, bundle_dir), _subprocess_describe, _subprocess_check
-    ),
+    EnvKind("subprocess", _subprocess_create, _subprocess_describe, _subprocess_check),
 )

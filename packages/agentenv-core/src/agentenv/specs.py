@@ -17,6 +17,7 @@ __all__ = [
     "BASH_TOOL",
     "BUNDLE_FILE",
     "AgentSpec",
+    "BundleFile",
     "EnvSpec",
     "RawTask",
     "RewardSpec",
@@ -34,8 +35,9 @@ BASH_TOOL = "bash"
 
 class _Model(BaseModel):
     # a number where text belongs (an id, a prompt, a reply) is taken as its text: datasets and YAML
-    # both write `answer: 42`, and refusing it would help nobody
-    model_config = ConfigDict(extra="forbid", frozen=True, coerce_numbers_to_str=True)
+    # both write `answer: 42`, and refusing it would help nobody. A field's docstring is its description
+    # (the bundle file reference on the docs site is generated from them).
+    model_config = ConfigDict(extra="forbid", frozen=True, coerce_numbers_to_str=True, use_attribute_docstrings=True)
 
 
 class EnvSpec(BaseModel):
@@ -44,14 +46,22 @@ class EnvSpec(BaseModel):
     Fields other than these are the kind's own options (checked by the kind).
     """
 
-    model_config = ConfigDict(extra="allow", frozen=True)
+    model_config = ConfigDict(extra="allow", frozen=True, use_attribute_docstrings=True)
 
     name: str
+    """The env's name: its key under ``envs``; toolsets name it."""
     kind: str = "python"
+    """How the env runs: ``python`` (a class in this process), ``subprocess`` (a program speaking JSON
+    lines), or a plugin's kind."""
     target: str | None = None
+    """``python`` envs: the ``agentenv.Env`` subclass as ``module:Class``, imported from the bundle folder."""
     command: list[str] | None = None
+    """``subprocess`` envs: the program and its arguments (``[python, env.py]``), run in the bundle folder."""
     config: dict[str, Any] = Field(default_factory=dict)
+    """Given to the env as it is deployed (``self.config``), e.g. the fixture file it loads."""
     roles: dict[str, list[str]] | None = None
+    """Which tools each role gets (``assistant: [search, read_email]``); without it, every role gets every
+    tool. A task's toolset picks a role."""
 
     @property
     def options(self) -> dict[str, Any]:
@@ -66,11 +76,14 @@ class EnvSpec(BaseModel):
 class AgentSpec(BaseModel):
     """A solver program a task may deploy (used by harness integrations)."""
 
-    model_config = ConfigDict(extra="allow", frozen=True)
+    model_config = ConfigDict(extra="allow", frozen=True, use_attribute_docstrings=True)
 
     name: str
+    """The agent's name: its key under ``agents``."""
     kind: str = "process"
+    """How the agent runs: ``process`` (a local program), or a plugin's kind."""
     command: list[str] = Field(default_factory=list)
+    """The program and its arguments."""
 
 
 class Toolset(_Model):
@@ -81,19 +94,27 @@ class Toolset(_Model):
     """
 
     envs: list[str] = Field(default_factory=list)
+    """The envs (names under ``envs`` in bundle.yaml) whose tools the task offers; each is deployed per episode."""
     role: str = "agent"
+    """The role whose tools each env offers (an env's ``roles``); envs without ``roles`` offer every tool."""
     deny: dict[str, list[str]] = Field(default_factory=dict)
+    """Tools taken away, by env (``deny: {mail: [delete_email]}``)."""
     allow: dict[str, list[str]] = Field(default_factory=dict)
+    """Tools added that the role would not get, by env."""
     bash: bool = False
+    """Offer a ``bash`` tool, run in the episode's scratch folder."""
 
 
 class VerifierSpec(BaseModel):
     """A verifier of a turn: its step id (``answer-1``), its kind and the kind's fields."""
 
-    model_config = ConfigDict(extra="allow", frozen=True, coerce_numbers_to_str=True)
+    model_config = ConfigDict(extra="allow", frozen=True, coerce_numbers_to_str=True, use_attribute_docstrings=True)
 
     id: str
+    """The step id its score is recorded under (``answer-1``); unique within the task."""
     kind: str
+    """The verifier kind (``regex``, ``exact``, ``contains``, ``python``, or a plugin's); its own fields go
+    beside ``kind``."""
 
     @property
     def params(self) -> dict[str, Any]:
@@ -105,7 +126,9 @@ class Turn(_Model):
     """One turn: the prompt the model gets and the verifiers that score its reply."""
 
     prompt: str
+    """What the model is asked on this turn (a user message)."""
     verifiers: list[VerifierSpec] = Field(default_factory=list)
+    """What scores the reply that ends the turn; a turn without verifiers is not scored."""
 
     @field_validator("prompt")
     @classmethod
@@ -118,9 +141,11 @@ class Turn(_Model):
 class RewardSpec(_Model):
     """A reward rule by name with its parameters (``weights`` for ``weighted``)."""
 
-    model_config = ConfigDict(extra="allow", frozen=True, coerce_numbers_to_str=True)
+    model_config = ConfigDict(extra="allow", frozen=True, coerce_numbers_to_str=True, use_attribute_docstrings=True)
 
     rule: str = "mean"
+    """How the turn scores make the reward: ``mean``, ``min``, ``last``, ``weighted`` (with ``weights`` by
+    step id), or a plugin's rule. A task may write the name alone (``reward: min``)."""
 
     @property
     def params(self) -> dict[str, Any]:
@@ -132,27 +157,39 @@ class SolutionCall(_Model):
     """A tool call of a reference solution."""
 
     tool: str
+    """The tool's name."""
     args: dict[str, Any] = Field(default_factory=dict)
+    """Its arguments."""
 
 
 class SolutionTurn(_Model):
     """A turn of a reference solution: the tool calls, then the reply."""
 
     calls: list[SolutionCall] = Field(default_factory=list)
+    """The tool calls, in order."""
     reply: str = ""
+    """The reply that ends the turn."""
 
 
 class Task(_Model):
     """A task: id, split, system prompt, turns, toolset, reward rule, and a reference solution."""
 
     id: str
+    """The task's id, unique in the bundle (``q-001``)."""
     split: str
+    """The split it belongs to (``train``, ``eval``...); one of bundle.yaml's ``splits`` when it lists them."""
     system: str = ""
+    """The system prompt."""
     toolset: Toolset = Field(default_factory=Toolset)
+    """What the model is offered: envs, role, access changes, bash."""
     turns: list[Turn] = Field(min_length=1)
+    """The turns, in order (at least one): each a prompt and the verifiers of its reply."""
     reward: RewardSpec = Field(default_factory=RewardSpec)
+    """How the turn scores make the episode's reward (``mean`` unless a rule is named)."""
     solution: list[SolutionTurn] | None = None
+    """A reference solution, a turn each: ``agentenv play --reference`` plays it, warm starts learn from it."""
     metadata: dict[str, Any] = Field(default_factory=dict)
+    """Anything else to keep with the task (difficulty, source); agentenv does not read it."""
 
     @field_validator("reward", mode="before")
     @classmethod
@@ -163,6 +200,30 @@ class Task(_Model):
     def step_ids(self) -> list[str]:
         """Every verifier's step id, in turn order."""
         return [v.id for turn in self.turns for v in turn.verifiers]
+
+
+class BundleFile(_Model):
+    """``bundle.yaml``: the bundle's name, its envs and agents, where its tasks are, and their defaults.
+
+    The loader reads the file field by field (so that each problem names its line); this model is its
+    list of fields and their meaning.
+    """
+
+    name: str
+    """The bundle's name (``inbox``); shown in logs, dataset sources and TRL's environment names."""
+    description: str = ""
+    """A line about the bundle."""
+    envs: dict[str, EnvSpec] = Field(default_factory=dict)
+    """The envs tasks may use, by name."""
+    agents: dict[str, AgentSpec] = Field(default_factory=dict)
+    """The agent programs tasks may deploy, by name (harness rollouts)."""
+    tasks: str | list[str] | dict[str, Any]
+    """Where the tasks are: a glob of task files (``tasks/*.yaml``), a list of globs, or a task source with
+    its fields (``{source: dataset, path: data/*.jsonl, task: {...}}``)."""
+    defaults: dict[str, Any] = Field(default_factory=dict)
+    """Task fields every task gets unless it sets them (``system``, ``toolset``, ``reward``...)."""
+    splits: list[str] | None = None
+    """The bundle's splits; when given, a task in any other split is refused (a typo caught at load)."""
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,8 @@ __all__ = ["dotted", "read_yaml_tasks", "row_field", "undotted"]
 
 
 def read_yaml_tasks(config: Any, bundle_dir: Path) -> Iterator[RawTask | BundleProblem]:
-    """The ``yaml`` task source: glob(s) of YAML files, each one task or a list of tasks."""
+    """Task files: a glob (``tasks/*.yaml``) or a list of globs, from the bundle folder; a file holds one task or a
+    list of tasks."""
     patterns = [config] if isinstance(config, str) else config if isinstance(config, list) else [config]
     prefix = str(bundle_dir) + os.sep
     for pattern in patterns:

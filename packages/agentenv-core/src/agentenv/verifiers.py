@@ -98,6 +98,8 @@ def _check_regex(params: Mapping[str, Any], bundle_dir: Path) -> list[Problem]:
 
 
 def _build_regex(params: Mapping[str, Any], bundle_dir: Path) -> Callable[[Check], float]:
+    """1 when the Python regular expression ``pattern`` matches anywhere in the reply, else 0
+    (``ignore_case: true`` to ignore case)."""
     regex = re.compile(str(params["pattern"]), re.IGNORECASE if params.get("ignore_case") else 0)
     return lambda check: 1.0 if regex.search(check.reply) else 0.0
 
@@ -112,12 +114,15 @@ def _check_answer(params: Mapping[str, Any], bundle_dir: Path) -> list[Problem]:
 
 
 def _build_exact(params: Mapping[str, Any], bundle_dir: Path) -> Callable[[Check], float]:
+    """1 when the reply is ``answer`` (or one of a list of answers), else 0; whitespace runs and a final period
+    do not count, nor does case unless ``ignore_case: false``."""
     ignore_case = bool(params.get("ignore_case", True))
     accepted = {_normalize(a, ignore_case) for a in _answers(params)}
     return lambda check: 1.0 if _normalize(check.reply, ignore_case) in accepted else 0.0
 
 
 def _build_contains(params: Mapping[str, Any], bundle_dir: Path) -> Callable[[Check], float]:
+    """1 when the reply contains ``answer`` (or one of a list of answers), else 0; normalized as ``exact``."""
     ignore_case = bool(params.get("ignore_case", True))
     accepted = [_normalize(a, ignore_case) for a in _answers(params)]
 
@@ -147,6 +152,8 @@ def _check_python(params: Mapping[str, Any], bundle_dir: Path) -> list[Problem]:
 
 
 def _build_python(params: Mapping[str, Any], bundle_dir: Path) -> Callable[[Check], Any]:
+    """``check: module:function`` (from the bundle folder), called with the live env (the task's first, or the
+    one ``env`` names) and the reply; returns a score in [0, 1], a bool, or None for no verdict. May be async."""
     fn = resolve(str(params["check"]), bundle_dir=bundle_dir, what="check")
     env_name = params.get("env")
 
@@ -179,18 +186,22 @@ VERIFIER_KINDS = (
 
 
 def _mean(scores: Mapping[str, float], params: Mapping[str, Any]) -> float:
+    """The mean of the turn scores (the default)."""
     return sum(scores.values()) / len(scores)
 
 
 def _min(scores: Mapping[str, float], params: Mapping[str, Any]) -> float:
+    """The lowest turn score: every turn must pass."""
     return min(scores.values())
 
 
 def _last(scores: Mapping[str, float], params: Mapping[str, Any]) -> float:
+    """The last step's score: only the final answer counts."""
     return list(scores.values())[-1]
 
 
 def _weighted(scores: Mapping[str, float], params: Mapping[str, Any]) -> float:
+    """The weighted mean by step id: ``{rule: weighted, weights: {answer-1: 1, answer-2: 3}}``."""
     weights = params["weights"]
     total = sum(float(weights.get(k, 0.0)) for k in scores)
     return sum(float(weights.get(k, 0.0)) * v for k, v in scores.items()) / total

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from agentenv.lazy import lazy_exports
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 _EXPORTS = {
     "DEFAULT_MAX_CONCURRENT_ENVS": "app",

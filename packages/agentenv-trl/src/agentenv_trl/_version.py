@@ -12,7 +12,7 @@ from agentenv.plugins import Integration
 
 __all__ = ["INSTALL", "INTEGRATION", "SUPPORTED", "__version__", "check_trl"]
 
-__version__: Final[str] = "0.1.0"
+__version__: Final[str] = "0.2.0"
 
 INTEGRATION: Final[Integration] = Integration(
     name="trl",

@@ -29,6 +29,8 @@ if TYPE_CHECKING:
     from .single_turn import AgentEnvSingleTurnLoop
     from .writer import PromptsTooLong, Written, write
 
+__version__ = "0.2.0"
+
 __all__ = [
     "SUPPORTED",
     "AgentEnvAgentLoop",
