@@ -21,13 +21,16 @@ MARKERS = {
 }
 HAND_WRITTEN_WITH_MARKERS = ("faults.md",)
 
-for path, make in {
-    "reference/bundle.md": docgen.bundle_reference,
-    "reference/cli.md": docgen.cli_reference,
-    "reference/hooks.md": docgen.hook_reference,
-}.items():
+# each generated page, and the file to edit to change it
+GENERATED = {
+    "reference/bundle.md": (docgen.bundle_reference, "packages/agentenv-core/src/agentenv/specs.py"),
+    "reference/cli.md": (docgen.cli_reference, "packages/agentenv-core/src/agentenv/cli.py"),
+    "reference/hooks.md": (docgen.hook_reference, "packages/agentenv-core/src/agentenv/hookspecs.py"),
+}
+for path, (make, source) in GENERATED.items():
     with mkdocs_gen_files.open(path, "w") as f:
         f.write(make())
+    mkdocs_gen_files.set_edit_path(path, f"../{source}")
 
 for source, page in site.INCLUDED.items():
     with mkdocs_gen_files.open(page, "w") as f:

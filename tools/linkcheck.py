@@ -8,7 +8,7 @@
   ``site_url``) must reach a built page and anchor; a link to the repository (``repo_url``, ``blob``
   or ``tree`` on ``main``) must name a path that exists; a relative link must reach a file, and its
   anchor a heading (as GitHub makes ids). A package README is its wheel's page on the package index,
-  where nothing relative works: every link there must be absolute.
+  where nothing relative works but a link to one of its own headings: every other link must be absolute.
 - Links to other sites are not checked (nothing outside this machine is reachable); they are counted.
 """
 
@@ -146,7 +146,7 @@ def check_markdown(files: Iterable[Path], site: Path, report: Report, root: Path
                     report.bad(where, target, f"no heading {anchor!r} in that file")
             elif _SCHEME.match(target):
                 report.external += 1
-            elif rel in INDEX_PAGES:
+            elif rel in INDEX_PAGES and base:
                 report.checked += 1
                 fix = f"link to {u.site} or {u.repo}"
                 report.bad(where, target, f"a relative link does not work on the package index; {fix}")

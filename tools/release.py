@@ -66,11 +66,14 @@ class _Refs(HTMLParser):
     def __init__(self) -> None:
         super().__init__()
         self.refs: list[str] = []
+        self.ids: set[str] = set()
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         for name, value in attrs:
             if value and ((tag == "a" and name == "href") or (tag == "img" and name == "src")):
                 self.refs.append(value)
+            elif value and name in ("id", "name"):
+                self.ids.add(value)
 
 
 def metadata(wheel: Path) -> email.message.Message:
@@ -86,7 +89,7 @@ def readme_problems(wheel: Path) -> list[str]:
 
     meta = metadata(wheel)
     if not (meta.get("Description-Content-Type") or "").startswith("text/markdown"):
-        return [f"{wheel.name}: the README is not declared as Markdown (readme = \"README.md\")"]
+        return [f'{wheel.name}: the README is not declared as Markdown (readme = "README.md")']
     html = render(meta.get_payload(), variant="GFM")
     if html is None:
         return [f"{wheel.name}: the README does not render as the index renders it"]
@@ -95,7 +98,7 @@ def readme_problems(wheel: Path) -> list[str]:
     return [
         f"{wheel.name}: README link {ref!r} is not absolute: it goes nowhere on the index"
         for ref in refs.refs
-        if not ref.startswith(("https://", "http://", "mailto:"))
+        if not ref.startswith(("https://", "http://", "mailto:")) and ref.removeprefix("#") not in refs.ids
     ]
 
 
@@ -147,7 +150,8 @@ def main(argv: list[str]) -> int:
             installed = install_alone(distribution, dist, Path(scratch))
             print(f"{distribution}: installed alone and imported ({installed})")
             if installed != version_of(distribution):
-                problems.append(f"{distribution}: installed {installed}, pyproject.toml says {version_of(distribution)}")
+                declared = version_of(distribution)
+                problems.append(f"{distribution}: installed {installed}, pyproject.toml says {declared}")
     for line in problems:
         print(f"problem: {line}", file=sys.stderr)
     if not problems:

@@ -155,6 +155,8 @@ def site_link(target: str, source: str, page: str) -> str:
     path = posixpath.normpath(posixpath.join(posixpath.dirname(source), base))
     if path in INCLUDED:
         return _relative(page, INCLUDED[path]) + fragment
+    if path.startswith("docs/") and path.endswith(".md"):  # a page of the site, as the repository holds it
+        return _relative(page, path.removeprefix("docs/")) + fragment
     return urls().repo_file(path) + fragment
 
 

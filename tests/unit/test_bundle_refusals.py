@@ -13,13 +13,18 @@ from agentenv import load_bundle
 from agentenv.envkinds import ENV_KINDS
 from agentenv.plugins import EnvKind, Plugins, hookimpl
 
-from tests.conftest import FAKE
+from tests.conftest import FAKE, INBOX
 from tests.unit.core_helpers import copy_bundle, line_of, only_problem, patch, refused
 
 
 @pytest.fixture
 def fake(tmp_path: Path) -> Path:
     return copy_bundle(tmp_path, FAKE)
+
+
+@pytest.fixture
+def inbox_copy(tmp_path: Path) -> Path:
+    return copy_bundle(tmp_path, INBOX)
 
 
 def test_a_missing_bundle_yaml_is_refused_naming_the_file(fake):
@@ -53,6 +58,13 @@ def test_an_env_module_file_that_is_missing_is_refused_at_the_envs_target(fake):
     assert problems[0].file == "bundle.yaml"
     assert problems[0].line == line_of(fake / "bundle.yaml", "  ok:") + 2  # the target: line under ok:
     assert "module 'fake_env' not found" in problems[0].message
+
+
+def test_a_misspelt_env_target_is_told_once_at_the_target(inbox_copy):
+    patch(inbox_copy / "bundle.yaml", "target: inbox_env:Mailbox", "target: inbox_env:Mailbx")
+    problem = only_problem(refused(inbox_copy))  # not again as "cannot list its tools" at the env
+    assert (problem.field, problem.line) == ("envs.mail.target", line_of(inbox_copy / "bundle.yaml", "Mailbx"))
+    assert "module 'inbox_env' has no 'Mailbx'" in problem.message
 
 
 def test_an_env_kinds_problem_is_said_at_the_sub_field_it_names(fake):

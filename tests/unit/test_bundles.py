@@ -198,3 +198,14 @@ async def test_an_env_class_and_a_check_from_installed_modules_load_and_play(tmp
 
 def test_a_bundle_loads_from_its_bundle_yaml_path_too():
     assert [t.id for t in load_bundle(FAKE / "bundle.yaml").tasks] == [t.id for t in load_bundle(FAKE).tasks]
+
+
+def test_toolset_keys_read_as_a_name_and_a_short_hash():
+    import re
+
+    from agentenv.toolsets import key_name
+
+    inbox, fake = load_bundle(INBOX), load_bundle(FAKE)
+    assert re.fullmatch(r"mail-without-delete_email-[0-9a-f]{8}", inbox.toolset_key(inbox.task("q-001")))
+    named = {task_id: key_name(fake.toolset_key(fake.task(task_id))) for task_id in ("echo", "no-add", "bash")}
+    assert named == {"echo": "ok", "no-add": "ok-without-add", "bash": "ok+bash"}

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from agentenv import load_bundle
 from agentenv.cli import main
+from agentenv.plugins import plugins
 
 from tests.conftest import ARITH, FAKE, INBOX
 
@@ -183,7 +184,8 @@ def test_check_reports_the_failing_toolsets_of_the_fake_bundle_and_exits_1(capsy
     code, out, _ = run(capsys, "check", FAKE, "--deploy-timeout", "0.5")
     assert code == 1
     bundle = load_bundle(FAKE)
-    lines = {line.split()[0]: line for line in out.splitlines() if line[:16] in set(bundle.toolset_keys.values())}
+    keys = set(bundle.toolset_keys.values())
+    lines = {line.split()[0]: line for line in out.splitlines() if line.split()[:1] and line.split()[0] in keys}
     assert set(lines) == set(bundle.toolset_keys.values())  # one row per toolset key
     failing = {key for key, line in lines.items() if "FAILED" in line}
     assert failing == {bundle.toolset_key(bundle.task("deploy-fails")), bundle.toolset_key(bundle.task("deploy-hangs"))}
@@ -283,3 +285,15 @@ def test_every_command_has_help(capsys, command):
         main([command, "--help"])
     assert info.value.code == 0
     assert f"usage: agentenv {command}" in capsys.readouterr().out
+
+
+def test_the_commands_said_to_come_with_other_wheels_are_the_ones_those_wheels_register():
+    from importlib.metadata import distribution
+
+    from agentenv.cli import ELSEWHERE
+
+    commands = plugins().cli_commands()
+    for name, wheel in ELSEWHERE.items():
+        plugin_modules = [e.value for e in distribution(wheel).entry_points if e.group == "agentenv"]
+        top = commands[name].run.__module__.split(".")[0]
+        assert any(m.split(".")[0] == top for m in plugin_modules), f"agentenv {name} is not {wheel}'s command"

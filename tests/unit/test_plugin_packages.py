@@ -17,6 +17,7 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass
+from importlib.metadata import version
 from pathlib import Path
 
 import httpx
@@ -36,6 +37,7 @@ PACKAGES = [
     ROOT / "tests" / "fixtures" / "plugins" / "agentenv-badplugins",
 ]
 # each plugin of agentenv-badplugins, and what `agentenv plugins` says of it (the fix included)
+CORE = version("agentenv-core")  # the wheel built from this checkout
 BROKEN = {
     "bad-import": "importing agentenv_badplugins.broken_import failed: ImportError: agentenv_badplugins.broken_import "
     "is broken on purpose; fix the import, or uninstall agentenv-badplugins",
@@ -44,7 +46,7 @@ BROKEN = {
     "bad-hookname": "its hookimpl 'agentevn_env_kinds' implements no agentenv hook "
     "(did you mean 'agentenv_env_kinds'?); rename it",
     "bad-unmarked": "'agentenv_verifier_kind' is no agentenv hook (did you mean 'agentenv_verifier_kinds'?); rename it",
-    "bad-builtin-name": "the env kind 'python' is registered by 'agentenv.builtins' (agentenv-core 0.1.0); "
+    "bad-builtin-name": f"the env kind 'python' is registered by 'agentenv.builtins' (agentenv-core {CORE}); "
     "rename its env kind (a built-in name is never replaced)",
     "bad-raises": "its agentenv_reward_rules raised RuntimeError: no rules today",
     "kv-imposter": "the verifier kind 'kv-has' is registered by 'kv' (agentenv-kv 0.1.0); rename its verifier kind, "

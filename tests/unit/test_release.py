@@ -93,4 +93,3 @@ def test_the_readme_says_which_versions_each_session_covers():
     for axis in MATRIX.values():
         for version in axis.versions:
             assert f"{axis.distribution} {version}" in table, f"the README's session table does not name {version}"
-

@@ -184,3 +184,16 @@ def test_the_trl_wheel_ships_the_quickstart_bundle_and_the_installed_cli_plays_i
     done = installed.run(installed.venv / "bin" / "agentenv", "play", shipped, "one-001", "--reference")
     _check(done, "agentenv play")
     assert done.stdout.rstrip().endswith("reward: 1")
+
+
+def test_a_command_of_an_agentenv_wheel_that_is_not_installed_names_the_wheel(installed, tmp_path_factory):
+    # agentenv-verl alone: its README's `agentenv serve` must say where the command comes from
+    base = shared_folder(tmp_path_factory)
+    wheels = [_wheel(installed.dist, "agentenv-core"), _wheel(installed.dist, "agentenv-verl")]
+    verl_only = Installed(installed.dist, venv_with(base / "venv-verl-only", wheels, base))
+    done = verl_only.run(verl_only.venv / "bin" / "agentenv", "serve", "examples/bundles/inbox", "--port", "8000")
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "'agentenv serve' comes with agentenv-server, which is not installed" in done.stderr
+    assert "pip install agentenv-server" in done.stderr
+    helped = verl_only.run(verl_only.venv / "bin" / "agentenv", "--help")
+    assert "serve (agentenv-server)" in helped.stdout and "demo (agentenv-trl)" in helped.stdout

@@ -45,6 +45,7 @@ class Loader:
         self.unlisted = 0
         self._toolset_checks: dict[Any, tuple[str, list[tuple[Loc, str]]]] = {}
         self._schemas_told: set[tuple[str, str]] = set()
+        self._refused_envs: set[str] = set()
 
     # -- problems -----------------------------------------------------------------------------
 
@@ -112,7 +113,10 @@ class Loader:
             name = self.root.name
         envs = self._envs(data.get("envs") or {}, lines)
         agents = self._agents(data.get("agents") or {}, lines)
-        env_tools = {env.name: self._describe(env, lines) for env in envs.values()}
+        # an env its kind refused is not asked for its tools: that would tell the same problem again
+        env_tools = {
+            env.name: None if env.name in self._refused_envs else self._describe(env, lines) for env in envs.values()
+        }
         defaults = self._defaults(data.get("defaults") or {}, lines)
         declared = data.get("splits")
         if declared is not None and (not isinstance(declared, list) or not all(isinstance(s, str) for s in declared)):
@@ -227,7 +231,9 @@ class Loader:
                 found = [Problem((), f"env kind {env.kind!r} could not check it: {type(exc).__name__}: {exc}")]
             for problem in found:  # each at its own field's line
                 self.problem(BUNDLE_FILE, (*loc, *problem.path), problem.message, lines)
-            out[env.name] = env
+            if found:
+                self._refused_envs.add(env.name)
+            out[env.name] = env  # kept, so that the toolsets naming it are not refused for that too
         return out
 
     def _agents(self, raw: Any, lines: Lines) -> dict[str, AgentSpec]:

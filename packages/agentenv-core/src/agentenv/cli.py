@@ -16,14 +16,18 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from .errors import AgentEnvError
 
 if TYPE_CHECKING:
     from .plugins import CliCommand
 
-__all__ = ["build_parser", "main", "table"]
+__all__ = ["ELSEWHERE", "build_parser", "main", "table"]
+
+# The commands other agentenv wheels add, so that one whose wheel is not installed is named with the wheel
+# (tests/unit/test_cli.py checks each is the command that wheel registers).
+ELSEWHERE: Final[Mapping[str, str]] = {"serve": "agentenv-server", "demo": "agentenv-trl", "verl": "agentenv-verl"}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -31,6 +35,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     from .plugins import plugins
 
     commands = plugins().cli_commands()  # a plugin left out is logged here, once
+    elsewhere = _not_here(sys.argv[1:] if argv is None else list(argv), commands)
+    if elsewhere:
+        print(f"error: {elsewhere}", file=sys.stderr)
+        return 2
     parser = build_parser(commands)
     args = parser.parse_args(argv)
     if args.command is None:
@@ -51,12 +59,32 @@ def build_parser(commands: Mapping[str, CliCommand] | None = None) -> argparse.A
         from .plugins import plugins
 
         commands = plugins().cli_commands()
-    parser = argparse.ArgumentParser(prog="agentenv", description="Train LLM agents with RL on bundles of tasks.")
+    more = [f"{name} ({wheel})" for name, wheel in sorted(ELSEWHERE.items()) if name not in commands]
+    parser = argparse.ArgumentParser(
+        prog="agentenv",
+        description="Train LLM agents with RL on bundles of tasks.",
+        epilog=f"More commands come with other agentenv wheels: {', '.join(more)}." if more else None,
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in sorted(commands):
         command = commands[name]
         command.configure(sub.add_parser(name, help=command.help, description=command.help))
     return parser
+
+
+def _not_here(argv: Sequence[str], commands: Mapping[str, CliCommand]) -> str | None:
+    """What to say when the command asked for comes with another agentenv wheel than those installed."""
+    name = next((arg for arg in argv if not arg.startswith("-")), None)
+    if name is None or name in commands or name not in ELSEWHERE:
+        return None
+    wheel = ELSEWHERE[name]
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        version(wheel)
+    except PackageNotFoundError:
+        return f"'agentenv {name}' comes with {wheel}, which is not installed; install it: pip install {wheel}"
+    return f"'agentenv {name}' comes with {wheel}, which is installed but its plugin was left out; see agentenv plugins"
 
 
 def table(rows: Iterable[Sequence[Any]], header: Sequence[str]) -> str:

@@ -5,11 +5,17 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
+from typing import Any
 
 from .env import Tool
 from .specs import BASH_TOOL, EnvSpec, Toolset
 
-__all__ = ["check_toolset", "effective_names", "effective_tools"]
+__all__ = ["KEY_HASH", "check_toolset", "effective_names", "effective_tools", "key_name"]
+
+# A toolset key is a readable name and a short hash of what the toolset offers: tasks share a key exactly
+# when they offer the same tools, and people can tell keys apart in `agentenv tasks`, logs and TRL's names.
+KEY_HASH = 8
+KEY_NAME_MAX = 48
 
 
 def effective_names(env: EnvSpec, toolset: Toolset, tools: list[Tool] | None) -> list[str] | None:
@@ -35,7 +41,7 @@ def check_toolset(
     env_tools: Mapping[str, list[Tool] | None],
     problems: list[tuple[tuple[str | int, ...], str]],
 ) -> str:
-    """Check ``toolset`` against the bundle's envs (problems appended); return its key."""
+    """Check ``toolset`` against the bundle's envs (problems appended); return its key (``mail@assistant-3f9c2a1b``)."""
     effective: dict[str, list[str] | None] = {}
     for i, env_name in enumerate(toolset.envs):
         if env_name not in envs:
@@ -98,4 +104,28 @@ def check_toolset(
         },
         "bash": toolset.bash,
     }
-    return hashlib.sha256(json.dumps(canonical, sort_keys=True).encode()).hexdigest()[:16]
+    digest = hashlib.sha256(json.dumps(canonical, sort_keys=True).encode()).hexdigest()[:KEY_HASH]
+    return f"{_readable(canonical, toolset, env_tools)}-{digest}"
+
+
+def _readable(canonical: Mapping[str, Any], toolset: Toolset, env_tools: Mapping[str, list[Tool] | None]) -> str:
+    """A toolset's name as people read it, from what its key hashes (so one key has one name): its envs, bash,
+    and the tools an env holds back (``ok-without-add``, ``mail-without-delete_email``, ``ok+bash``). Where only a
+    deploy can list an env's tools, the access changes and the role stand in for them."""
+    effective: Mapping[str, list[str] | None] = canonical["tools"]
+    name = "+".join(effective) + ("+bash" if toolset.bash else "") or "no-envs"
+    for env_name, names in effective.items():
+        if names is not None:
+            held_back = [t.name for t in env_tools.get(env_name) or () if t.name not in names]
+            name += "".join(f"-without-{t}" for t in held_back)
+        else:
+            name += "".join(f"-without-{t}" for t in canonical["changes"][env_name]["deny"])
+            name += "".join(f"-with-{t}" for t in canonical["changes"][env_name]["allow"])
+    if canonical["role"] is not None:
+        name += f"@{canonical['role']}"
+    return name if len(name) <= KEY_NAME_MAX else name[: KEY_NAME_MAX - 3] + "..."
+
+
+def key_name(key: str) -> str:
+    """The readable part of a toolset key (``mail@assistant-3f9c2a1b`` -> ``mail@assistant``)."""
+    return key.rsplit("-", 1)[0]

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Final
 from agentenv.errors import AgentEnvError, ServerUnavailable, UnknownSplit
 from agentenv.settings import Shared
 from agentenv.taskapi import probe, read_tasks, tasks_and_tools
+from agentenv.toolsets import key_name
 from agentenv.wire import EpisodeResult, ServerInfo, TaskRow, Tool
 
 from . import _closing
@@ -305,27 +306,8 @@ class AgentEnv:
 
 
 def _name_toolsets(rows: Sequence[TaskRow]) -> dict[str, str]:
-    """A readable, unique name per toolset key: its envs, then what sets it apart from toolsets named alike."""
-    first: dict[str, TaskRow] = {}
-    for row in rows:
-        first.setdefault(row.toolset_key, row)
-
-    def access(row: TaskRow) -> str:
-        out = ""
-        for _, rules in sorted(row.toolset.access.items()):
-            out += f"-without-{','.join(rules['deny'])}" if rules.get("deny") else ""
-            out += f"-with-{','.join(rules['allow'])}" if rules.get("allow") else ""
-        return out
-
-    def role(row: TaskRow) -> str:
-        return f"@{row.toolset.role}" if row.toolset.role else ""
-
-    names = {}
-    for key, row in first.items():
-        toolset = row.toolset
-        names[key] = "+".join(toolset.envs) + ("+bash" if toolset.bash else "") or "no-envs"
-    for refine in (access, role, lambda row: f"-{row.toolset_key[:6]}"):
-        counts = collections.Counter(names.values())
-        for key in [k for k, name in names.items() if counts[name] > 1]:
-            names[key] += refine(first[key])
-    return names
+    """Each toolset key's environment name: the key's readable part (``ok-without-add``), or the whole key
+    where two toolsets read alike (agentenv-core names toolsets; this only drops the hash where it can)."""
+    keys = sorted({row.toolset_key for row in rows})
+    counts = collections.Counter(key_name(key) for key in keys)
+    return {key: key_name(key) if counts[key_name(key)] == 1 else key for key in keys}
