@@ -155,6 +155,6 @@ def bench(session: nox.Session) -> None:
     """Benchmarks (bench/): ratios against a baseline run side by side. Not part of the default run."""
     _sync(session, "test")
     for script in sorted(glob.glob(str(ROOT / "bench" / "*.py"))):
-        if Path(script).name.startswith("verl_"):
-            continue  # needs verl: run inside the verl session's environment
+        if Path(script).name.startswith(("verl_", "ray_")):
+            continue  # needs verl or Ray: run inside that session's environment (bench/README.md)
         session.run("python", script, *session.posargs)
