@@ -14,6 +14,7 @@ ignored (a newer peer may add some) unless ``$AGENTENV_STRICT_WIRE`` is set, as 
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 from collections.abc import Mapping
@@ -338,11 +339,23 @@ _warned_fields: set[tuple[str, str]] = set()
 def unknown_fields(model: BaseModel, prefix: str = "") -> list[str]:
     """Dotted names of the fields ``model`` (and the models in it) did not declare."""
     out = [f"{prefix}{name}" for name in (model.model_extra or {})]
-    for name in type(model).model_fields:
+    for name in _nested(type(model)):  # read per frame: only the fields that can hold a model are looked at
         value = getattr(model, name)
         if isinstance(value, BaseModel):
             out += unknown_fields(value, f"{prefix}{name}.")
     return out
+
+
+@functools.cache
+def _nested(model: type[BaseModel]) -> tuple[str, ...]:
+    """The fields of ``model`` whose type may be a pydantic model."""
+
+    def holds_model(annotation: Any) -> bool:
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            return True
+        return any(holds_model(arg) for arg in getattr(annotation, "__args__", ()))
+
+    return tuple(name for name, info in model.model_fields.items() if holds_model(info.annotation))
 
 
 def read(model: type[M], data: Any, what: str) -> M:
