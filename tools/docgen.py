@@ -294,12 +294,17 @@ def cli_reference() -> str:
 
 
 def _distribution_of(obj: Any) -> str | None:
-    """The distribution whose package defines ``obj`` (``agentenv_server.cli.run`` -> ``agentenv-server``)."""
-    from importlib.metadata import packages_distributions
+    """The wheel whose package defines ``obj``: the one whose ``agentenv`` entry point is in that package,
+    or agentenv-core for its own (``agentenv_server.cli.run`` -> ``agentenv-server``)."""
+    from importlib.metadata import distributions
 
     top = (getattr(obj, "__module__", "") or "").split(".")[0]
-    dists = packages_distributions().get(top, [])
-    return dists[0] if dists else None
+    if top == "agentenv":
+        return "agentenv-core"
+    for dist in distributions():
+        if any(e.group == "agentenv" and e.value.split(".")[0] == top for e in dist.entry_points):
+            return dist.metadata["Name"]
+    return None
 
 
 # --- the fault table --------------------------------------------------------------------------------------

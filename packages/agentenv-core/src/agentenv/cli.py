@@ -27,7 +27,12 @@ __all__ = ["ELSEWHERE", "build_parser", "main", "table"]
 
 # The commands other agentenv wheels add, so that one whose wheel is not installed is named with the wheel
 # (tests/unit/test_cli.py checks each is the command that wheel registers).
-ELSEWHERE: Final[Mapping[str, str]] = {"serve": "agentenv-server", "demo": "agentenv-trl", "verl": "agentenv-verl"}
+ELSEWHERE: Final[Mapping[str, str]] = {
+    "serve": "agentenv-server",
+    "demo": "agentenv-trl",
+    "verl": "agentenv-verl",
+    "nemo-gym": "agentenv-verl",
+}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
