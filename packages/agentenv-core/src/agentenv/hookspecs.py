@@ -25,8 +25,8 @@ A plugin that fails to import, that pluggy refuses (a misspelt argument, a wrapp
 yield), that marks a function as a hookimpl of no hook here (or names one ``agentenv_...`` that is
 none), whose registration hook raises or yields the wrong type, or that registers a name another
 plugin already has, is left out whole (from the moment that is found, taking back what it had
-registered): ``agentenv plugins`` names it with the fix, every command warns once on stderr, and
-everything else works. ``agentenv plugins --check`` calls every hook and exits 1 then.
+registered): a command warns once on stderr when it finds it, ``agentenv plugins`` names it with
+the fix, and everything else works. ``agentenv plugins --check`` calls every hook and exits 1 then.
 """
 
 from __future__ import annotations
