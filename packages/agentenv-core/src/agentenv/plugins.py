@@ -129,6 +129,7 @@ class Plugins:
         self._records: dict[str, dict[str, Any]] = {}  # registration hook -> name -> record, once collected
         self._owners: dict[str, dict[str, str]] = {}  # registration hook -> name -> plugin
         self._callers: dict[str, tuple[tuple[str, pluggy.HookCaller], ...]] = {}
+        self._collecting = threading.RLock()
         for module in BUILTINS:
             self._add(module, importlib.import_module(module), (CORE, _version(CORE)), builtin=True)
         for name, obj in extra:
@@ -197,7 +198,12 @@ class Plugins:
 
     def _collected(self, hook: str) -> dict[str, Any]:
         found = self._records.get(hook)
-        return found if found is not None else self._collect(hook)
+        if found is None:
+            with self._collecting:  # threads that ask at once: the hook is still called once
+                found = self._records.get(hook)
+                if found is None:
+                    found = self._collect(hook)
+        return found
 
     def _collect(self, hook: str) -> dict[str, Any]:
         """Call ``hook`` per plugin; a plugin whose records are wrong or taken is left out, whole."""
