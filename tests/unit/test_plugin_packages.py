@@ -16,6 +16,7 @@ import signal
 import subprocess
 import sys
 import time
+import tomllib
 from dataclasses import dataclass
 from importlib.metadata import version
 from pathlib import Path
@@ -36,6 +37,7 @@ PACKAGES = [
     ROOT / "tests" / "fixtures" / "plugins" / "agentenv-wrapplugin",
     ROOT / "tests" / "fixtures" / "plugins" / "agentenv-badplugins",
 ]
+KV_VERSION = tomllib.loads((KV / "pyproject.toml").read_text())["project"]["version"]
 # each plugin of agentenv-badplugins, and what `agentenv plugins` says of it (the fix included)
 CORE = version("agentenv-core")  # the wheel built from this checkout
 BROKEN = {
@@ -49,8 +51,8 @@ BROKEN = {
     "bad-builtin-name": f"the env kind 'python' is registered by 'agentenv.builtins' (agentenv-core {CORE}); "
     "rename its env kind (a built-in name is never replaced)",
     "bad-raises": "its agentenv_reward_rules raised RuntimeError: no rules today",
-    "kv-imposter": "the verifier kind 'kv-has' is registered by 'kv' (agentenv-kv 0.1.0); rename its verifier kind, "
-    "or uninstall one of the two",
+    "kv-imposter": f"the verifier kind 'kv-has' is registered by 'kv' (agentenv-kv {KV_VERSION}); "
+    "rename its verifier kind, or uninstall one of the two",
 }
 
 
@@ -138,7 +140,7 @@ def test_the_example_plugin_is_listed_with_its_hooks_and_the_wrappers_as_wrapper
     rows = {line.split()[0]: line for line in listed.stdout.splitlines()[2:] if line and not line.startswith(" ")}
     assert rows["kv"].split(None, 3)[1:] == [
         "agentenv-kv",
-        "0.1.0",
+        KV_VERSION,
         "cli_commands, env_kinds, episode_finished, episode_started, reward_rules, toolset, verifier_kinds",
     ]
     assert rows["wrappers"].split(None, 3)[3] == "env_kinds (wrapper), episode_finished (wrapper), toolset (wrapper)"
