@@ -89,6 +89,8 @@ async def test_a_server_killed_mid_rollout_is_waited_for_and_the_rollout_replaye
 
     async def kill_during_the_first_reply(n: int) -> None:
         if n == 1:
+            # the episode started; its deploy runs in the background: let it happen (and be counted) first
+            await asyncio.get_running_loop().run_in_executor(None, ledger.wait_for, "deploy", 1)
             first.kill()
             threading.Thread(target=restart, daemon=True).start()
 
