@@ -15,14 +15,12 @@ import time
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from .errors import AgentEnvError, EpisodeFailed, EpisodeLost, RolloutFailed
 from .logs import warn_once
-from .wire import EpisodeResult, Failure
-
-if TYPE_CHECKING:
-    from .session import Session, Started, ToolAnswer, TurnAnswer
+from .settings import Shared
+from .wire import EpisodeResult, Failure, Started, ToolAnswer, TurnAnswer
 
 __all__ = ["Rollout", "RolloutRecord"]
 
@@ -48,6 +46,19 @@ class RolloutRecord:
         return dict(self.result.scores) if self.result is not None else {}
 
 
+class SessionLike(Protocol):
+    """What a rollout needs of ``agentenv.session.Session`` (which makes rollouts: no import back to it)."""
+
+    shared: Shared
+    started: Started | None
+    result: EpisodeResult | None
+    env_seconds: float
+
+    async def start(self, task_id: str) -> Started: ...
+    async def call(self, tool: str, args: dict[str, Any]) -> ToolAnswer: ...
+    async def end_turn(self, reply: str) -> TurnAnswer: ...
+
+
 class Rollout:
     """One task played to a verdict on ``session`` (create it with ``Session.rollout``).
 
@@ -56,7 +67,7 @@ class Rollout:
     ``EpisodeLost`` again (the model cannot go on with a lost episode).
     """
 
-    def __init__(self, session: Session, task_id: str, *, attempts: int = 1, budget: float | None = None) -> None:
+    def __init__(self, session: SessionLike, task_id: str, *, attempts: int = 1, budget: float | None = None) -> None:
         if int(attempts) < 1:
             raise AgentEnvError(f"attempts={attempts!r}: give 1 or more")
         self.session = session

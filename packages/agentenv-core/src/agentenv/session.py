@@ -14,8 +14,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from . import wire
 from .errors import (
@@ -33,12 +32,10 @@ from .errors import (
 )
 from .faults import RULES
 from .logs import warn_once
+from .rollout import Rollout
 from .settings import Shared
 from .transport import Closed, ErrorFrame, Refused, Transport, TransportError, Unreachable
-from .wire import Code, EpisodeResult, Event, Failure, Op, Purpose, Tool
-
-if TYPE_CHECKING:
-    from .rollout import Rollout
+from .wire import Code, EpisodeResult, Event, Failure, Op, Purpose, Started, Tool, ToolAnswer, TurnAnswer
 
 __all__ = ["Session", "Shared", "Started", "ToolAnswer", "TurnAnswer", "lost_error", "mismatch", "unauthorized"]
 
@@ -47,47 +44,6 @@ log = logging.getLogger("agentenv.session")
 EPISODE_OVER = "the episode is over"
 # failure kinds a session with waits_for_server waits out at the start of an episode (the fault table's ``wait``)
 _WAITED = frozenset(r.kind for r in RULES if r.wait)
-
-
-@dataclass(frozen=True)
-class Started:
-    """A started episode: its task, prompts and tools (the deploy may still be running)."""
-
-    episode_id: str
-    task_id: str
-    split: str
-    index: int
-    system: str
-    prompt: str
-    turns: int
-    tools: list[Tool]
-    toolset_key: str
-
-    def messages(self) -> list[dict[str, str]]:
-        """The prompt as chat messages."""
-        out = [{"role": "system", "content": self.system}] if self.system else []
-        return [*out, {"role": "user", "content": self.prompt}]
-
-
-@dataclass(frozen=True)
-class ToolAnswer:
-    """A tool's answer; ``error`` marks an error message (the policy's mistake, scored)."""
-
-    text: str
-    error: bool
-
-
-@dataclass(frozen=True)
-class TurnAnswer:
-    """After an end of turn: the next turn's prompt, or (when the episode is over) its result."""
-
-    prompt: str | None
-    result: EpisodeResult | None
-
-    @property
-    def done(self) -> bool:
-        """True when the episode is over."""
-        return self.result is not None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -193,8 +149,6 @@ class Session:
     def rollout(self, task_id: str, *, attempts: int = 1, budget: float | None = None) -> Rollout:
         """A ``Rollout`` of ``task_id`` on this session: up to ``attempts`` episodes, no replay starting
         once ``budget`` seconds (default: ``reset_timeout``) have passed since it began."""
-        from .rollout import Rollout
-
         return Rollout(self, task_id, attempts=attempts, budget=budget)
 
     # -- the connection --------------------------------------------------------------------------

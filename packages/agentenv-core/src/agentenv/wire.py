@@ -42,9 +42,12 @@ __all__ = [
     "Reset",
     "Seconds",
     "ServerInfo",
+    "Started",
     "TaskRow",
     "Tool",
+    "ToolAnswer",
     "ToolsetInfo",
+    "TurnAnswer",
     "WireError",
     "read",
     "unknown_fields",
@@ -200,6 +203,52 @@ class EpisodeResult:
             turns=int(data.get("turns", 0)),
             seconds=Seconds(**(data.get("seconds") or {})),
         )
+
+
+# ---------------------------------------------------------------------------------------------
+# What the client makes of the answers (the session layer returns these)
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Started:
+    """A started episode: its task, prompts and tools (the deploy may still be running)."""
+
+    episode_id: str
+    task_id: str
+    split: str
+    index: int
+    system: str
+    prompt: str
+    turns: int
+    tools: list[Tool]
+    toolset_key: str
+
+    def messages(self) -> list[dict[str, str]]:
+        """The prompt as chat messages."""
+        out = [{"role": "system", "content": self.system}] if self.system else []
+        return [*out, {"role": "user", "content": self.prompt}]
+
+
+@dataclass(frozen=True)
+class ToolAnswer:
+    """A tool's answer; ``error`` marks an error message (the policy's mistake, scored)."""
+
+    text: str
+    error: bool
+
+
+@dataclass(frozen=True)
+class TurnAnswer:
+    """After an end of turn: the next turn's prompt, or (when the episode is over) its result."""
+
+    prompt: str | None
+    result: EpisodeResult | None
+
+    @property
+    def done(self) -> bool:
+        """True when the episode is over."""
+        return self.result is not None
 
 
 # ---------------------------------------------------------------------------------------------
