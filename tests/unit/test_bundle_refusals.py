@@ -112,7 +112,7 @@ def test_an_unknown_verifier_kind_is_refused_with_the_known_kinds(fake):
     problem = only_problem(refused(fake))
     assert (problem.file, problem.field) == ("tasks/two-turn.yaml", "turns[1].verifiers[0].kind")
     assert problem.line == line_of(fake / "tasks" / "two-turn.yaml", "kind: fuzzy")
-    assert "unknown verifier kind 'fuzzy'; known: contains, exact, python, regex" in problem.message
+    assert "unknown verifier kind 'fuzzy'; known: contains, exact, judge, python, regex" in problem.message
 
 
 def test_a_duplicate_task_id_is_refused_naming_both_files(fake):
@@ -306,6 +306,6 @@ def test_an_unknown_field_in_the_defaults_is_refused_once_in_bundle_yaml(fake):
     problem = only_problem(refused(fake))
     assert (problem.file, problem.field) == ("bundle.yaml", "defaults.sytem")
     assert problem.line == line_of(fake / "bundle.yaml", "sytem:")
-    assert "unknown task field; the fields are id, metadata, reward, solution, split, system, toolset, turns" in (
+    assert "unknown task field; the fields are deploy, id, metadata, reward, solution, split, system, toolset, turns" in (
         problem.message
     )

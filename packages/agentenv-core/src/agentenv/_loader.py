@@ -11,16 +11,16 @@ import gc
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
-from pydantic import ValidationError
+from pydantic import TypeAdapter, ValidationError
 
 from ._yaml import Lines, SyntaxProblem, line_of, read_yaml
 from .env import Tool
 from .errors import BundleError, BundleProblem, PluginError
 from .records import Problem
 from .schema import check_schema
-from .specs import BUNDLE_FILE, AgentSpec, BundleFile, EnvSpec, RawTask, RewardSpec, Task, Toolset
+from .specs import BUNDLE_FILE, AgentSpec, BundleFile, DeployStep, EnvSpec, RawTask, RewardSpec, Task, Toolset
 from .tasksources import dotted, row_field, undotted
 from .toolsets import check_toolset
 
@@ -143,6 +143,7 @@ class Loader:
             keys[task.id] = self._toolset_key(raw, toolset, envs, env_tools)
             verifiers.update(self._verifiers(task, raw))
             self._check_reward(task, raw)
+            self._check_deploy(task, raw, agents)
             if declared is not None and task.split not in declared_set:
                 self.task_problem(
                     raw,
@@ -189,11 +190,11 @@ class Loader:
             fields = ", ".join(sorted(Task.model_fields))
             self.problem(BUNDLE_FILE, ("defaults", key), f"unknown task field; the fields are {fields}", lines)
             del defaults[key]
-        for key, model in (("toolset", Toolset), ("reward", RewardSpec)):
+        for key, model in _DEFAULT_MODELS.items():
             if key in defaults:
                 value = defaults[key]
                 try:
-                    defaults[key] = model.model_validate({"rule": value} if isinstance(value, str) else value)
+                    defaults[key] = model.validate_python({"rule": value} if isinstance(value, str) else value)
                 except ValidationError as exc:
                     for loc, message in _pydantic(exc):
                         self.problem(BUNDLE_FILE, ("defaults", key, *loc), message, lines)
@@ -240,13 +241,32 @@ class Loader:
         if not isinstance(raw, dict):
             self.problem(BUNDLE_FILE, ("agents",), "must map agent names to their specs", lines)
             return {}
+        kinds = self.plugins.agent_kinds()
         out = {}
         for name, spec in raw.items():
+            loc: Loc = ("agents", name)
+            if not isinstance(spec, dict):
+                self.problem(BUNDLE_FILE, loc, "must be a mapping (kind and the kind's fields)", lines)
+                continue
             try:
-                out[str(name)] = AgentSpec.model_validate({**(spec or {}), "name": str(name)})
+                agent = AgentSpec.model_validate({**spec, "name": str(name)})
             except ValidationError as exc:
-                for loc, message in _pydantic(exc):
-                    self.problem(BUNDLE_FILE, ("agents", name, *loc), message, lines)
+                for sub, message in _pydantic(exc):
+                    self.problem(BUNDLE_FILE, (*loc, *sub), message, lines)
+                continue
+            kind = kinds.get(agent.kind)
+            if kind is None:
+                known = ", ".join(sorted(kinds))
+                fix = f"known: {known} (or install the plugin that provides it; agentenv-harness has coding-agent CLIs)"
+                self.problem(BUNDLE_FILE, (*loc, "kind"), f"unknown agent kind {agent.kind!r}; {fix}", lines)
+                continue
+            try:
+                found = [Problem.of(p) for p in kind.check(agent, self.root)]
+            except Exception as exc:  # a plugin's check that breaks is said at the agent, not raised
+                found = [Problem((), f"agent kind {agent.kind!r} could not check it: {type(exc).__name__}: {exc}")]
+            for problem in found:
+                self.problem(BUNDLE_FILE, (*loc, *problem.path), problem.message, lines)
+            out[agent.name] = agent
         return out
 
     def _describe(self, env: EnvSpec, lines: Lines) -> list[Tool] | None:
@@ -398,6 +418,52 @@ class Loader:
                 ("solution",),
                 f"has {len(task.solution)} turns but the task has {len(task.turns)}; write one solution turn per turn",
             )
+
+
+    def _check_deploy(self, task: Task, raw: RawTask, agents: Mapping[str, AgentSpec]) -> None:
+        """A task's deploy steps: each names a known agent (a judge step none), one step per role."""
+        seen: set[str] = set()
+        for i, step in enumerate(task.deploy):
+            loc: Loc = ("deploy", i)
+            if step.role in seen:
+                self.task_problem(raw, (*loc, "role"), f"a second {step.role} step; a task deploys one agent per role")
+            seen.add(step.role)
+            if step.role == "judge":
+                if step.agent is not None:
+                    self.task_problem(
+                        raw,
+                        (*loc, "agent"),
+                        "a judge step deploys no agent: it names the endpoint the task's judge verifiers ask; "
+                        "remove agent",
+                    )
+                continue
+            if step.agent is None:
+                known = ", ".join(sorted(agents)) or "none yet; add agents: to bundle.yaml"
+                self.task_problem(raw, (*loc, "agent"), f"missing; name the {step.role} agent (known: {known})")
+            elif step.agent not in agents:
+                known = ", ".join(sorted(agents)) or "none; add agents: to bundle.yaml"
+                self.task_problem(
+                    raw, (*loc, "agent"), f"agent {step.agent!r} is not in agents: of {BUNDLE_FILE}; known: {known}"
+                )
+        if task.deployed("judge") is not None:
+            return
+        for t, turn in enumerate(task.turns):
+            for v, spec in enumerate(turn.verifiers):
+                if spec.kind == "judge" and "endpoint" not in spec.params:
+                    self.task_problem(
+                        raw,
+                        ("turns", t, "verifiers", v),
+                        f"judge verifier {spec.id!r} has no endpoint and task {task.id!r} deploys no judge; give it "
+                        "endpoint: {base_url, model, key_var} or add the deploy step {role: judge, endpoint: ...}",
+                    )
+
+
+# the defaults validated once (a task's own fields are validated with the task)
+_DEFAULT_MODELS: Final[dict[str, TypeAdapter[Any]]] = {
+    "toolset": TypeAdapter(Toolset),
+    "reward": TypeAdapter(RewardSpec),
+    "deploy": TypeAdapter(list[DeployStep]),
+}
 
 
 def _pydantic(exc: ValidationError) -> Iterable[tuple[Loc, str]]:

@@ -1,4 +1,4 @@
-"""agentenv-core's own plugin: the built-in env kinds, verifier kinds, task source and reward rules.
+"""agentenv-core's own plugin: the built-in env kinds, agent kind, verifier kinds, task sources and reward rules.
 
 Registered first, by module name (``agentenv.plugins.BUILTINS``), so no plugin can take these names.
 The built-in commands are a plugin of their own (``agentenv.commands``): registries never import the CLI.
@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from .hookspecs import hookimpl
-from .records import EnvKind, RewardRule, TaskSource, VerifierKind
+from .records import AgentKind, EnvKind, RewardRule, TaskSource, VerifierKind
 
 # each hook imports its kinds when called: `agentenv --help` needs none of them
 
@@ -19,6 +19,13 @@ def agentenv_env_kinds() -> Iterator[EnvKind]:
     from .envkinds import ENV_KINDS
 
     yield from ENV_KINDS
+
+
+@hookimpl
+def agentenv_agent_kinds() -> Iterator[AgentKind]:
+    from .agents import AGENT_KINDS
+
+    yield from AGENT_KINDS
 
 
 @hookimpl

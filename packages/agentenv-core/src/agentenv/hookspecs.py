@@ -37,7 +37,16 @@ from typing import TYPE_CHECKING, Final
 import pluggy
 
 if TYPE_CHECKING:
-    from .records import CliCommand, EnvKind, Integration, ObservedEpisode, RewardRule, TaskSource, VerifierKind
+    from .records import (
+        AgentKind,
+        CliCommand,
+        EnvKind,
+        Integration,
+        ObservedEpisode,
+        RewardRule,
+        TaskSource,
+        VerifierKind,
+    )
     from .specs import Task, Toolset
     from .wire import EpisodeResult
 
@@ -116,6 +125,36 @@ class TaskSpecs:
                     for i, line in enumerate((bundle_dir / config["path"]).read_text().splitlines()):
                         yield RawTask(json.loads(line), file=config["path"], lines={(): i + 1})
                 yield TaskSource(name="jsonl", read=read)
+        """
+        raise NotImplementedError
+
+
+class AgentSpecs:
+    """Hooks that define the agents a task may deploy (its solver, its user simulator)."""
+
+    @hookspec
+    def agentenv_agent_kinds(self) -> Iterable[AgentKind]:
+        """Register agent kinds.
+
+        What for: let bundles deploy ``kind: NAME`` agents (a coding-agent CLI, a program in a sandbox) as a
+        task's solver or user simulator; a harness integration launches them.
+
+        Parameters: none.
+
+        Returns: an iterable of ``AgentKind`` records: how to check an agent's spec, how to launch one turn
+        of it (``launch(request)`` returns an ``agentenv.agents.Launch``: argv, environment, files, where the
+        reply is read), what it needs installed. A name that agentenv-core or an earlier plugin registered
+        leaves this plugin out, naming both.
+
+        Example::
+
+            @hookimpl
+            def agentenv_agent_kinds():
+                def launch(request):
+                    return Launch(argv=("my-agent", "--model", request.endpoint.model, request.prompt),
+                                  env={"OPENAI_BASE_URL": request.endpoint.openai_base,
+                                       "OPENAI_API_KEY": request.endpoint.api_key or "none"})
+                yield AgentKind(name="my-agent", launch=launch)
         """
         raise NotImplementedError
 
@@ -274,4 +313,4 @@ class CliSpecs:
         raise NotImplementedError
 
 
-SPEC_CLASSES: Final = (TaskSpecs, ToolsetSpecs, SessionSpecs, RewardSpecs, IntegrationSpecs, CliSpecs)
+SPEC_CLASSES: Final = (TaskSpecs, AgentSpecs, ToolsetSpecs, SessionSpecs, RewardSpecs, IntegrationSpecs, CliSpecs)

@@ -1,7 +1,7 @@
 """agentenv's plugins: the manager that loads them, leaves the broken ones out, and calls the hooks.
 
 What a plugin author imports is here: ``hookimpl``, the records its hooks yield (``EnvKind``,
-``VerifierKind``, ``TaskSource``, ``RewardRule``, ``Integration``, ``CliCommand``), ``Problem`` for a
+``VerifierKind``, ``AgentKind``, ``TaskSource``, ``RewardRule``, ``Integration``, ``CliCommand``), ``Problem`` for a
 kind's ``check``, and ``resolve`` for ``module:attr`` targets. The hooks themselves, with what each
 gets and returns, are documented in ``agentenv.hookspecs``.
 """
@@ -23,6 +23,7 @@ import pluggy
 from .errors import PluginError
 from .hookspecs import NAME, SPEC_CLASSES, hookimpl, hookspec
 from .records import (
+    AgentKind,
     CliCommand,
     EnvKind,
     Integration,
@@ -36,6 +37,7 @@ from .targets import resolve
 
 __all__ = [
     "NAME",
+    "AgentKind",
     "CliCommand",
     "EnvKind",
     "Integration",
@@ -65,6 +67,7 @@ BUILTINS: Final = ("agentenv.builtins", "agentenv.commands")
 REGISTRATION: Final[dict[str, tuple[str, type]]] = {
     "agentenv_env_kinds": ("env kind", EnvKind),
     "agentenv_verifier_kinds": ("verifier kind", VerifierKind),
+    "agentenv_agent_kinds": ("agent kind", AgentKind),
     "agentenv_task_sources": ("task source", TaskSource),
     "agentenv_reward_rules": ("reward rule", RewardRule),
     "agentenv_integrations": ("integration", Integration),
@@ -325,6 +328,10 @@ class Plugins:
     def env_kinds(self) -> dict[str, EnvKind]:
         """Every env kind, by name."""
         return self._collected("agentenv_env_kinds")
+
+    def agent_kinds(self) -> dict[str, AgentKind]:
+        """Every agent kind, by name."""
+        return self._records["agentenv_agent_kinds"]
 
     def verifier_kinds(self) -> dict[str, VerifierKind]:
         """Every verifier kind, by name."""

@@ -16,11 +16,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    from .agents import AgentRequest, Launch
     from .env import Tool
-    from .specs import EnvSpec, Task
+    from .specs import AgentSpec, EnvSpec, Task
     from .wire import Purpose
 
 __all__ = [
+    "AgentKind",
     "CliCommand",
     "EnvKind",
     "Integration",
@@ -108,6 +110,32 @@ class VerifierKind:
     name: str
     build: Callable[[Mapping[str, Any], Path], Callable[..., Any]]
     check: Callable[[Mapping[str, Any], Path], Iterable[Problem | str]] = _no_problems
+
+
+def _runs_anywhere(spec: AgentSpec, bundle_dir: Path) -> str | None:
+    return None
+
+
+@dataclass(frozen=True)
+class AgentKind:
+    """An agent kind (``kind:`` of an agent in bundle.yaml's ``agents:``).
+
+    ``launch(request)`` gets an ``agentenv.agents.AgentRequest`` (the agent's spec, its role, the turn's
+    prompt, its endpoint, the episode's MCP server, its folders) and returns the ``agentenv.agents.Launch``
+    of one run: argv, environment, files, where the reply is read. ``check(spec, bundle_dir)`` returns what
+    is wrong with the spec (an ``agentenv.AgentSpec``: ``name``, ``kind`` and the kind's ``options``) as
+    ``Problem`` records or strings; the bundle is then refused. ``missing(spec, bundle_dir)`` says why the
+    agent cannot run on this machine (an executable not installed), or None: a trainer leaves the tasks
+    that deploy it out rather than refusing the bundle. ``dialect`` is the API it speaks (``openai`` or
+    ``anthropic``); ``mcp`` whether it takes the episode's tools over MCP.
+    """
+
+    name: str
+    launch: Callable[[AgentRequest], Launch]
+    check: Callable[[AgentSpec, Path], Iterable[Problem | str]] = _no_problems
+    missing: Callable[[AgentSpec, Path], str | None] = _runs_anywhere
+    dialect: str = "openai"
+    mcp: bool = True
 
 
 @dataclass(frozen=True)

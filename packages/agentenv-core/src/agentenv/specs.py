@@ -9,15 +9,18 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 __all__ = [
     "BASH_TOOL",
     "BUNDLE_FILE",
+    "POLICY",
     "AgentSpec",
     "BundleFile",
+    "DeployStep",
+    "EndpointSpec",
     "EnvSpec",
     "RawTask",
     "RewardSpec",
@@ -31,6 +34,7 @@ __all__ = [
 
 BUNDLE_FILE = "bundle.yaml"
 BASH_TOOL = "bash"
+POLICY = "policy"  # a deploy step's endpoint: the model being trained (only a solver may call it)
 
 
 class _Model(BaseModel):
@@ -74,16 +78,58 @@ class EnvSpec(BaseModel):
 
 
 class AgentSpec(BaseModel):
-    """A solver program a task may deploy (used by harness integrations)."""
+    """An agent program a task may deploy (``agents:`` in bundle.yaml): its name, its kind, and the kind's fields.
+
+    The kind (``process``, or a plugin's: ``claude-code``, ``codex``...) says how to launch it; fields other
+    than ``name`` and ``kind`` are the kind's own options (checked by the kind).
+    """
 
     model_config = ConfigDict(extra="allow", frozen=True, use_attribute_docstrings=True)
 
     name: str
-    """The agent's name: its key under ``agents``."""
+    """The agent's name: its key under ``agents``; deploy steps name it."""
     kind: str = "process"
-    """How the agent runs: ``process`` (a local program), or a plugin's kind."""
-    command: list[str] = Field(default_factory=list)
-    """The program and its arguments."""
+    """How the agent runs: ``process`` (any program: ``command``, ``resume``, ``reply``, ``env``, ``dialect``),
+    or a plugin's kind (agentenv-harness: ``claude-code``, ``codex``, ``opencode``, ``mini-swe-agent``)."""
+
+    @property
+    def options(self) -> dict[str, Any]:
+        """The kind-specific fields."""
+        return dict(self.model_extra or {})
+
+
+class EndpointSpec(_Model):
+    """A model endpoint a deployed agent or a judge calls (never the model being trained)."""
+
+    base_url: str
+    """Its OpenAI-compatible base URL (``http://host:8000/v1``), or an Anthropic one with ``dialect: anthropic``."""
+    model: str
+    """The model's name at that endpoint."""
+    key_var: str | None = None
+    """The environment variable that holds its key, read when the endpoint is called (never stored)."""
+    dialect: Literal["openai", "anthropic"] = "openai"
+    """The API it speaks."""
+
+    @field_validator("base_url")
+    @classmethod
+    def _url(cls, value: str) -> str:
+        if not value.startswith(("http://", "https://")):
+            raise ValueError(f"{value!r} is not an http(s) URL; write base_url: http://host:port/v1")
+        return value.rstrip("/")
+
+
+class DeployStep(_Model):
+    """What a task deploys: an agent in a role, against an endpoint."""
+
+    role: Literal["solver", "user", "judge"] = "solver"
+    """``solver`` plays the task (the only role that may call ``policy``); ``user`` simulates the user (it
+    writes the solver's prompt after the first turn); ``judge`` names the endpoint the task's ``judge``
+    verifiers ask (it deploys no agent)."""
+    agent: str | None = None
+    """The agent, by its name under ``agents`` (a solver or user step needs one; a judge step has none)."""
+    endpoint: Literal["policy"] | EndpointSpec = POLICY
+    """``policy`` (the model being trained, through the capture proxy) or a configured endpoint
+    ``{base_url, model, key_var}``."""
 
 
 class Toolset(_Model):
@@ -188,6 +234,9 @@ class Task(_Model):
     """How the turn scores make the episode's reward (``mean`` unless a rule is named)."""
     solution: list[SolutionTurn] | None = None
     """A reference solution, a turn each: ``agentenv play --reference`` plays it, warm starts learn from it."""
+    deploy: list[DeployStep] = Field(default_factory=list)
+    """The agents the task deploys (harness rollouts and ``agentenv run``): its solver, a user simulator, the
+    endpoint of its judge."""
     metadata: dict[str, Any] = Field(default_factory=dict)
     """Anything else to keep with the task (difficulty, source); agentenv does not read it."""
 
@@ -195,6 +244,10 @@ class Task(_Model):
     @classmethod
     def _reward_by_name(cls, value: Any) -> Any:
         return {"rule": value} if isinstance(value, str) else value
+
+    def deployed(self, role: str) -> DeployStep | None:
+        """The task's deploy step of ``role`` (solver, user or judge), or None."""
+        return next((step for step in self.deploy if step.role == role), None)
 
     @property
     def step_ids(self) -> list[str]:

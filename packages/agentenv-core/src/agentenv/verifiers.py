@@ -20,7 +20,7 @@ from .targets import resolve
 if TYPE_CHECKING:
     from .specs import Task
 
-__all__ = ["Check", "ToolRecord", "as_score", "runs_on_loop"]
+__all__ = ["JUDGE_SYSTEM", "Check", "ToolRecord", "as_score", "judge_score", "runs_on_loop"]
 
 
 @dataclass(frozen=True)
@@ -173,12 +173,81 @@ def _build_python(params: Mapping[str, Any], bundle_dir: Path) -> Callable[[Chec
     return lambda check: fn(env_of(check), check.reply)
 
 
+JUDGE_SYSTEM = (
+    "You grade one reply of an AI assistant against a rubric. Read the task, the rubric and the reply, then "
+    "answer with one line: SCORE: <a number from 0 to 1>, where 1 means the reply meets the rubric fully."
+)
+_SCORE = re.compile(r"SCORE:\s*([0-9]*\.?[0-9]+)", re.IGNORECASE)
+
+
+def judge_score(text: str) -> float | None:
+    """The score in a judge's answer (its last ``SCORE: x`` with 0 <= x <= 1), or None: no verdict."""
+    found = _SCORE.findall(text)
+    if not found:
+        return None
+    value = float(found[-1])
+    return value if 0.0 <= value <= 1.0 else None
+
+
+def _check_judge(params: Mapping[str, Any], bundle_dir: Path) -> list[Problem]:
+    from pydantic import ValidationError
+
+    from .specs import EndpointSpec
+
+    problems = _unknown(params, {"rubric", "endpoint", "timeout"})
+    rubric = params.get("rubric")
+    if not isinstance(rubric, str) or not rubric.strip():
+        problems.append(Problem((), "missing 'rubric'; say what a good reply does (rubric: The reply names the sender.)"))
+    endpoint = params.get("endpoint")
+    if endpoint == "policy":
+        problems.append(Problem(("endpoint",), "a judge never asks the model being trained; give it an endpoint of "
+                                "its own {base_url, model, key_var}"))  # fmt: skip
+    elif endpoint is not None:
+        try:
+            EndpointSpec.model_validate(endpoint)
+        except ValidationError as exc:
+            for err in exc.errors():
+                field = ".".join(str(p) for p in err["loc"])
+                problems.append(Problem(("endpoint", *err["loc"]), f"{field or 'endpoint'}: {err['msg']} (give "
+                                        "base_url, model and key_var)"))  # fmt: skip
+    return problems
+
+
+def _build_judge(params: Mapping[str, Any], bundle_dir: Path) -> Callable[[Check], Any]:
+    from .agents import Endpoint, chat
+    from .specs import EndpointSpec
+
+    rubric = str(params["rubric"])
+    configured = EndpointSpec.model_validate(params["endpoint"]) if params.get("endpoint") is not None else None
+    timeout = float(params.get("timeout", 120.0))
+
+    async def verify(check: Check) -> float | None:
+        endpoint = configured
+        if endpoint is None:  # the task's judge deploy step names the endpoint
+            step = check.task.deployed("judge")
+            if step is None or not isinstance(step.endpoint, EndpointSpec):
+                raise LookupError(
+                    f"task {check.task.id!r} deploys no judge with an endpoint of its own; give the judge "
+                    "verifier endpoint: {base_url, model, key_var}"
+                )
+            endpoint = step.endpoint
+        prompt = check.task.turns[check.turn].prompt
+        messages = [
+            {"role": "system", "content": JUDGE_SYSTEM},
+            {"role": "user", "content": f"Task:\n{prompt}\n\nRubric:\n{rubric}\n\nReply to grade:\n{check.reply}"},
+        ]
+        return judge_score(await chat(Endpoint.of(endpoint), messages, timeout=timeout, max_tokens=256))
+
+    return verify
+
+
 # build runs only once check found nothing (agentenv.records.VerifierKind)
 VERIFIER_KINDS = (
     VerifierKind("regex", _build_regex, _check_regex),
     VerifierKind("exact", _build_exact, _check_answer),
     VerifierKind("contains", _build_contains, _check_answer),
     VerifierKind("python", _build_python, _check_python),
+    VerifierKind("judge", _build_judge, _check_judge),
 )
 
 

@@ -1,0 +1,305 @@
+"""Agent kinds: how a task's deployed agents are launched (the records the ``agentenv_agent_kinds`` hook yields).
+
+An agent is a program that owns its loop: it gets a prompt, calls its model endpoint (and the episode's
+tools over MCP), and ends with a reply. A kind turns an ``AgentSpec`` (``agents:`` in bundle.yaml) and an
+``AgentRequest`` (the turn's prompt, the endpoint, the MCP server, the agent's folders) into a ``Launch``:
+plain data (argv, environment, files to write, where the reply is read), so that a runner can start it as a
+local process (``agentenv.agentproc``) or, in a later plugin, in a sandbox.
+
+The core's own kind is ``process``: any command line::
+
+    agents:
+      solver:
+        kind: process
+        command: [python, "{bundle}/agents/solve.py", "{prompt}"]
+        resume: [python, "{bundle}/agents/solve.py", --resume, "{prompt}"]   # later turns (default: command)
+        reply: stdout                       # or a file the agent writes, relative to its working folder
+        env: {MY_OPTION: "1"}
+        dialect: openai                     # the API the program speaks: openai or anthropic
+
+``python`` as the program runs the interpreter agentenv runs on. The placeholders ``{bundle}``,
+``{prompt}``, ``{system}``, ``{turn}``, ``{workdir}``, ``{model}``, ``{base_url}`` and ``{mcp_url}`` are
+filled in; the same values are in the environment as ``AGENTENV_*`` variables, with the endpoint also as
+``OPENAI_BASE_URL``/``OPENAI_API_KEY`` (or ``ANTHROPIC_BASE_URL``/``ANTHROPIC_API_KEY``).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from .errors import AgentEnvError
+from .records import AgentKind
+
+if TYPE_CHECKING:
+    from .specs import AgentSpec, EndpointSpec
+    from .wire import Tool
+
+__all__ = [
+    "AGENT_KINDS",
+    "AgentKind",
+    "AgentRequest",
+    "Endpoint",
+    "Launch",
+    "McpServer",
+    "chat",
+    "python_argv",
+]
+
+Dialect = Literal["openai", "anthropic"]
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """A model endpoint ready to call: ``base_url`` as configured (an OpenAI base ends in ``/v1``), the model,
+    the key (None when the endpoint takes none) and the API it speaks."""
+
+    base_url: str
+    model: str
+    api_key: str | None = None
+    dialect: Dialect = "openai"
+
+    @classmethod
+    def of(cls, spec: EndpointSpec, environ: Mapping[str, str] | None = None) -> Endpoint:
+        """Resolve a configured endpoint, reading its key from ``$key_var`` now; an unset variable is refused."""
+        key = None
+        if spec.key_var:
+            key = (os.environ if environ is None else environ).get(spec.key_var) or None
+            if key is None:
+                raise AgentEnvError(
+                    f"${spec.key_var} is not set, but the key for {spec.base_url} ({spec.model}) is read from it: "
+                    f"export {spec.key_var}=<key>"
+                )
+        return cls(spec.base_url, spec.model, key, spec.dialect)
+
+    @property
+    def root(self) -> str:
+        """The base URL without a trailing ``/v1`` (Anthropic clients add their own ``/v1/messages``)."""
+        return re.sub(r"/v1/?$", "", self.base_url.rstrip("/"))
+
+    @property
+    def openai_base(self) -> str:
+        """The OpenAI-style base URL (ending in ``/v1``)."""
+        return self.root + "/v1"
+
+
+@dataclass(frozen=True)
+class McpServer:
+    """The episode's tools served over MCP (streamable HTTP): its URL, the bearer token it requires, a name."""
+
+    url: str
+    token: str
+    name: str = "env"
+
+    @property
+    def headers(self) -> dict[str, str]:
+        """The HTTP headers a client sends."""
+        return {"Authorization": f"Bearer {self.token}"}
+
+
+@dataclass(frozen=True)
+class AgentRequest:
+    """What a kind's ``launch`` gets: the agent's spec, its role, this turn's prompt, its endpoint and folders.
+
+    ``turn`` counts from 0; ``resume`` is True on a later turn of the same conversation (the agent's own
+    state, in ``home`` and ``workdir``, is still there). ``mcp`` is the episode's tools (None when it has
+    none or the agent is not a solver). ``workdir`` is where it works, ``home`` its own HOME.
+    """
+
+    spec: AgentSpec
+    role: str
+    prompt: str
+    system: str
+    turn: int
+    endpoint: Endpoint
+    workdir: Path
+    home: Path
+    bundle_dir: Path
+    mcp: McpServer | None = None
+    tools: tuple[Tool, ...] = ()
+
+    @property
+    def resume(self) -> bool:
+        """Whether this continues the conversation of an earlier turn."""
+        return self.turn > 0
+
+    @property
+    def prompt_with_system(self) -> str:
+        """The system prompt and the prompt as one text, for agents that take no system prompt of their own."""
+        return f"{self.system}\n\n{self.prompt}" if self.system and not self.resume else self.prompt
+
+
+@dataclass(frozen=True)
+class Launch:
+    """How to start one agent run: plain data, so a runner may start it here or elsewhere.
+
+    ``argv`` is the program and its arguments; ``env`` is added to the runner's clean environment (HOME is
+    the agent's own); ``files`` are written before it starts (a relative path is under HOME); ``stdin`` is
+    sent on its standard input. The reply is its standard output, or the file ``reply_file`` (relative to
+    the working folder); ``parse_reply`` turns that text into the reply (default: stripped).
+    """
+
+    argv: tuple[str, ...]
+    env: Mapping[str, str] = field(default_factory=dict)
+    files: Mapping[str, str] = field(default_factory=dict)
+    stdin: str | None = None
+    reply_file: str | None = None
+    parse_reply: Callable[[str], str] | None = None
+
+
+# --- the process kind -----------------------------------------------------------------------------------
+
+_PLACEHOLDER = re.compile(r"\{(bundle|prompt|system|turn|workdir|model|base_url|mcp_url)\}")
+_PROCESS_FIELDS = {"command", "resume", "reply", "env", "dialect"}
+
+
+def python_argv(argv: Iterable[str]) -> tuple[str, ...]:
+    """``argv`` with a leading ``python``/``python3`` replaced by the interpreter agentenv runs on."""
+    out = list(argv)
+    if out and out[0] in {"python", "python3"}:
+        out[0] = sys.executable
+    return tuple(out)
+
+
+def _fill(value: str, request: AgentRequest) -> str:
+    values = {
+        "bundle": str(request.bundle_dir),
+        "prompt": request.prompt_with_system,
+        "system": request.system,
+        "turn": str(request.turn),
+        "workdir": str(request.workdir),
+        "model": request.endpoint.model,
+        "base_url": request.endpoint.base_url,
+        "mcp_url": request.mcp.url if request.mcp else "",
+    }
+    return _PLACEHOLDER.sub(lambda m: values[m.group(1)], value)
+
+
+def agent_environment(request: AgentRequest, dialect: Dialect = "openai") -> dict[str, str]:
+    """The ``AGENTENV_*`` variables every agent gets, and its endpoint the way OpenAI or Anthropic clients read it."""
+    endpoint = request.endpoint
+    key = endpoint.api_key or "none"  # clients refuse an empty key; an endpoint without one ignores it
+    env = {
+        "AGENTENV_ROLE": request.role,
+        "AGENTENV_TURN": str(request.turn),
+        "AGENTENV_PROMPT": request.prompt,
+        "AGENTENV_SYSTEM": request.system,
+        "AGENTENV_MODEL": endpoint.model,
+        "AGENTENV_BASE_URL": endpoint.base_url,
+        "AGENTENV_API_KEY": key,
+    }
+    if request.mcp is not None:
+        env["AGENTENV_MCP_URL"] = request.mcp.url
+        env["AGENTENV_MCP_TOKEN"] = request.mcp.token
+    if dialect == "anthropic":
+        env.update(ANTHROPIC_BASE_URL=endpoint.root, ANTHROPIC_API_KEY=key)
+    else:
+        env.update(OPENAI_BASE_URL=endpoint.openai_base, OPENAI_API_KEY=key, OPENAI_MODEL=endpoint.model)
+    return env
+
+
+def _process_launch(request: AgentRequest) -> Launch:
+    options = request.spec.options
+    command = options.get("resume") if request.resume and options.get("resume") else options["command"]
+    reply = str(options.get("reply") or "stdout")
+    extra = {str(k): str(v) for k, v in (options.get("env") or {}).items()}
+    env = {**agent_environment(request, options.get("dialect") or "openai"), **extra}
+    return Launch(
+        argv=python_argv(_fill(str(part), request) for part in command),
+        env=env,
+        reply_file=None if reply == "stdout" else reply,
+    )
+
+
+def _process_check(spec: AgentSpec, bundle_dir: Path) -> list[str]:
+    options = spec.options
+    problems = [
+        f"unknown field {name!r}; a process agent takes {', '.join(sorted(_PROCESS_FIELDS))}"
+        for name in sorted(set(options) - _PROCESS_FIELDS)
+    ]
+    for name in ("command", "resume"):
+        value = options.get(name)
+        if value is None and name == "resume":
+            continue
+        if not isinstance(value, list) or not value or not all(isinstance(p, str | int | float) for p in value):
+            problems.append(f"'{name}' must be the program and its arguments as a list (command: [python, agent.py])")
+    if options.get("dialect", "openai") not in ("openai", "anthropic"):
+        problems.append(f"dialect {options['dialect']!r}: write openai or anthropic (the API the program speaks)")
+    if not isinstance(options.get("env", {}), dict):
+        problems.append("'env' must map variable names to values")
+    return problems
+
+
+def _process_missing(spec: AgentSpec, bundle_dir: Path) -> str | None:
+    import shutil
+
+    command = spec.options.get("command") or []
+    program = python_argv([str(command[0])])[0] if command else ""
+    if program and "{" not in program and shutil.which(program) is None and not Path(program).is_file():
+        return f"program {program!r} of agent {spec.name!r} is not installed (not on PATH)"
+    return None
+
+
+AGENT_KINDS = (AgentKind("process", _process_launch, _process_check, _process_missing),)
+
+
+# --- asking a configured endpoint (judges, user simulators) ----------------------------------------------
+
+
+def _loopback(url: str) -> bool:
+    import ipaddress
+    from urllib.parse import urlparse
+
+    host = urlparse(url).hostname or ""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+async def chat(endpoint: Endpoint, messages: list[dict[str, str]], *, timeout: float = 120.0, max_tokens: int = 1024) -> str:
+    """Ask ``endpoint`` one chat turn (``messages`` in OpenAI form) and return the reply's text.
+
+    Raises ``AgentEnvError`` naming the endpoint when it cannot be reached or answers an error.
+    """
+    import httpx
+
+    headers: dict[str, str] = {}
+    if endpoint.dialect == "anthropic":
+        system = "\n\n".join(m["content"] for m in messages if m["role"] == "system")
+        url = endpoint.root + "/v1/messages"
+        body: dict[str, Any] = {
+            "model": endpoint.model,
+            "max_tokens": max_tokens,
+            "messages": [m for m in messages if m["role"] != "system"],
+            **({"system": system} if system else {}),
+        }
+        headers["anthropic-version"] = "2023-06-01"
+        if endpoint.api_key:
+            headers["x-api-key"] = endpoint.api_key
+    else:
+        url = endpoint.openai_base + "/chat/completions"
+        body = {"model": endpoint.model, "messages": messages, "max_tokens": max_tokens}
+        if endpoint.api_key:
+            headers["Authorization"] = f"Bearer {endpoint.api_key}"
+    try:
+        # no proxy for a loopback endpoint (a proxy from the environment could not reach it)
+        async with httpx.AsyncClient(timeout=timeout, trust_env=not _loopback(url)) as client:
+            response = await client.post(url, json=body, headers=headers)
+    except httpx.HTTPError as exc:
+        raise AgentEnvError(f"model endpoint {url} ({endpoint.model}) could not be reached: {exc!r}") from None
+    if response.status_code >= 400:
+        raise AgentEnvError(
+            f"model endpoint {url} ({endpoint.model}) answered HTTP {response.status_code}: {response.text[:300]}"
+        )
+    data = response.json()
+    if endpoint.dialect == "anthropic":
+        return "".join(part.get("text", "") for part in data.get("content") or [] if isinstance(part, dict))
+    return str(((data.get("choices") or [{}])[0].get("message") or {}).get("content") or "")
