@@ -201,6 +201,10 @@ class Episode:
         if failure is not None:
             self._fail(*failure)
 
+    async def ready(self) -> bool:
+        """Wait for the deploy to end: True when the envs are up, False when the episode failed."""
+        return await self._deployed()
+
     async def _deployed(self) -> bool:
         """Wait for the deploy; False when the episode is over (failed)."""
         if not self._started:
