@@ -44,6 +44,8 @@ class BackgroundLoop:
             self.loop.call_soon_threadsafe(self.loop.stop)
         if not self.on_loop():
             self._thread.join(10)
+            if not self._thread.is_alive():
+                self.loop.close()
 
 
 class LoopbackServer:

@@ -106,6 +106,7 @@ def _claude(request: AgentRequest) -> Launch:
         "DISABLE_TELEMETRY": "1",
         "DISABLE_ERROR_REPORTING": "1",
         "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        "ENABLE_TOOL_SEARCH": "false",  # offer the episode's MCP tools to the model, not behind a search tool
     }
     # the prompt on stdin: --mcp-config and --allowedTools take several values and would swallow it
     return Launch(tuple([*argv, *_args(spec)]), _env(request, "anthropic", env), files, stdin=request.prompt)
