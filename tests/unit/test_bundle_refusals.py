@@ -306,6 +306,7 @@ def test_an_unknown_field_in_the_defaults_is_refused_once_in_bundle_yaml(fake):
     problem = only_problem(refused(fake))
     assert (problem.file, problem.field) == ("bundle.yaml", "defaults.sytem")
     assert problem.line == line_of(fake / "bundle.yaml", "sytem:")
-    assert "unknown task field; the fields are deploy, id, metadata, reward, solution, split, system, toolset, turns" in (
-        problem.message
+    assert (
+        "unknown task field; the fields are deploy, id, metadata, reward, solution, split, system, toolset, turns"
+        in (problem.message)
     )

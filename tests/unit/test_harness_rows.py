@@ -43,9 +43,15 @@ def test_tasks_that_cannot_be_trained_are_left_out_with_a_warning_naming_each(ca
     assert [t.id for t in kept] == ["kept"]
     reasons = {item.task_id: item.reason for item in left}
     assert reasons["no-solver"].startswith("it deploys no solver")
-    assert reasons["judge-on-policy"] == "its judge step points at the policy (only a solver may call the model being trained)"
+    assert (
+        reasons["judge-on-policy"]
+        == "its judge step points at the policy (only a solver may call the model being trained)"
+    )
     assert reasons["user-on-policy"].startswith("its user step points at the policy")
-    assert reasons["judge-key-unset"] == "its judge 'judged' reads its key from $AGENTENV_TEST_UNSET_JUDGE_KEY, which is not set"
+    assert (
+        reasons["judge-key-unset"]
+        == "its judge 'judged' reads its key from $AGENTENV_TEST_UNSET_JUDGE_KEY, which is not set"
+    )
     assert "agentenv-no-such-agent-program" in reasons["agent-absent"] and "not installed" in reasons["agent-absent"]
     for task_id in reasons:
         assert any(task_id in record.getMessage() and "left out" in record.getMessage() for record in caplog.records)
@@ -57,7 +63,10 @@ def test_a_judge_on_the_engine_being_trained_is_its_solver_and_left_out(tmp_path
           "{base_url: 'http://127.0.0.1:8000/v1', model: Qwen/Qwen3-8B}")  # fmt: skip
     kept, left = plan(load_bundle(bundle), split="judged", engine=("http://127.0.0.1:8000", "Qwen/Qwen3-8B"))
     assert [t.id for t in kept] == ["user-sim"]
-    assert left[0].reason == "its judge step is its solver: it asks Qwen/Qwen3-8B at http://127.0.0.1:8000/v1, the model being trained"
+    assert (
+        left[0].reason
+        == "its judge step is its solver: it asks Qwen/Qwen3-8B at http://127.0.0.1:8000/v1, the model being trained"
+    )
 
 
 def test_a_bundle_with_no_task_to_train_is_refused_with_the_reasons():
@@ -65,7 +74,10 @@ def test_a_bundle_with_no_task_to_train_is_refused_with_the_reasons():
         prompt_rows(HARNESS, "faults", agent="absent")
     message = str(info.value)
     assert message.startswith("split 'faults' of bundle 'harness' has no task to train with the harness:")
-    assert "  - crash: program 'agentenv-no-such-agent-program' of agent 'absent' is not installed (not on PATH)" in message
+    assert (
+        "  - crash: program 'agentenv-no-such-agent-program' of agent 'absent' is not installed (not on PATH)"
+        in message
+    )
 
 
 def test_agent_swaps_every_solver_and_an_unknown_one_names_both_lists():

@@ -11,7 +11,16 @@ from agentenv import faults
 from agentenv.errors import EpisodeLost
 
 from tests.unit.core_helpers import copy_bundle, patch
-from tests.unit.harness_support import HARNESS, PLACEHOLDER, Engine, engine, group_gone, make_factory, prompt_of, wait_until
+from tests.unit.harness_support import (
+    HARNESS,
+    PLACEHOLDER,
+    Engine,
+    engine,
+    group_gone,
+    make_factory,
+    prompt_of,
+    wait_until,
+)
 
 __all__ = ["engine", "make_factory"]  # fixtures
 
@@ -83,7 +92,10 @@ def test_the_policy_version_a_rollout_starts_with_is_kept_for_all_its_calls():
     finally:
         served.server.stop()
     assert first.model == "trl-policy-v1" and first_models == {"trl-policy-v1"}
-    assert second.model == "trl-policy-v2" and {r["model"] for r in served.chats()} == {"trl-policy-v1", "trl-policy-v2"}
+    assert second.model == "trl-policy-v2" and {r["model"] for r in served.chats()} == {
+        "trl-policy-v1",
+        "trl-policy-v2",
+    }
     assert [v.env_reward for v in verdicts] == [1.0, 1.0]
 
 

@@ -164,10 +164,10 @@ async def test_hook_agentenv_verifier_kinds_an_object_with_an_async_call_is_awai
         @staticmethod
         @hookimpl
         def agentenv_verifier_kinds():
-            yield VerifierKind("judge", lambda params, bundle_dir: Judge())
+            yield VerifierKind("async-judge", lambda params, bundle_dir: Judge())
 
     bundle_dir = copy_bundle(tmp_path)
-    patch(bundle_dir / "tasks" / "two-turn.yaml", "kind: contains\n    answer: goodbye", "kind: judge")
+    patch(bundle_dir / "tasks" / "two-turn.yaml", "kind: contains\n    answer: goodbye", "kind: async-judge")
     bundle = load_bundle(bundle_dir, plugin_set=Plugins(entry_points=False, extra=[("judging", Judging)]))
     _, _, result = await play(bundle, "two-turn", replies=["hello", "goodbye"])
     assert (result.outcome, result.scores) == ("scored", {"answer-1": 1.0, "answer-2": 1.0})

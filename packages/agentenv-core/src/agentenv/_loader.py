@@ -419,7 +419,6 @@ class Loader:
                 f"has {len(task.solution)} turns but the task has {len(task.turns)}; write one solution turn per turn",
             )
 
-
     def _check_deploy(self, task: Task, raw: RawTask, agents: Mapping[str, AgentSpec]) -> None:
         """A task's deploy steps: each names a known agent (a judge step none), one step per role."""
         seen: set[str] = set()

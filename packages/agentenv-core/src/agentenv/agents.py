@@ -264,7 +264,9 @@ def _loopback(url: str) -> bool:
         return False
 
 
-async def chat(endpoint: Endpoint, messages: list[dict[str, str]], *, timeout: float = 120.0, max_tokens: int = 1024) -> str:
+async def chat(
+    endpoint: Endpoint, messages: list[dict[str, str]], *, timeout: float = 120.0, max_tokens: int = 1024
+) -> str:
     """Ask ``endpoint`` one chat turn (``messages`` in OpenAI form) and return the reply's text.
 
     Raises ``AgentEnvError`` naming the endpoint when it cannot be reached or answers an error.

@@ -235,6 +235,22 @@ def configure_plugins(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _agent_kind_rows(kinds: dict[str, Any]) -> list[tuple[str, ...]]:
+    """A row per agent kind: the API it speaks, whether it takes the episode's tools, whether it runs here."""
+    from pathlib import Path
+
+    from .specs import AgentSpec
+
+    rows = []
+    for name, kind in sorted(kinds.items()):
+        try:
+            missing = kind.missing(AgentSpec(name=name, kind=name), Path.cwd())
+        except Exception as exc:  # a plugin's check that breaks is shown, not raised
+            missing = f"cannot tell: {type(exc).__name__}"
+        rows.append((name, kind.dialect, "over MCP" if kind.mcp else "-", "ok" if missing is None else missing))
+    return rows
+
+
 def run_plugins(args: argparse.Namespace) -> int:
     from .plugins import plugins
 
@@ -257,6 +273,10 @@ def run_plugins(args: argparse.Namespace) -> int:
             out.append((name, integration.trainer, integration.supported, version or "-", verdict))
         print()
         print(table(out, ("integration", "trainer", "supported", "installed", "status")))
+    kinds = loaded.agent_kinds()
+    if kinds:
+        print()
+        print(table(_agent_kind_rows(kinds), ("agent kind", "speaks", "episode tools", "here")))
     if loaded.problems:
         print(f"\nleft out ({len(loaded.problems)}; everything else works):")
         for problem in loaded.problems:

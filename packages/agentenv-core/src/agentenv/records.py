@@ -190,8 +190,9 @@ class Integration:
     """A trainer integration: a distribution of its own whose extra declares the trainer range it supports.
 
     The range is declared once, in the integration's ``pyproject.toml``
-    (``[project.optional-dependencies] trl = ["trl>=1.16.0,<1.17"]``), and read here from the
-    installed metadata of ``package``: ``package`` is the integration's distribution
+    (``[project.optional-dependencies] trl = ["trl>=1.16.0,<1.17"]``, or in ``dependencies`` for a
+    library the integration always needs), and read here from the installed metadata of ``package``:
+    ``package`` is the integration's distribution
     (``agentenv-trl``), ``trainer`` the trainer's (``trl``), ``extra`` the extra that declares it
     (default: ``name``). ``offers`` maps what the integration provides to import paths
     (``{"agent_loop": "agentenv_verl.loop:AgentEnvAgentLoop"}``).
@@ -264,15 +265,25 @@ def _requirement(package: str, extra: str, trainer: str) -> str:
         declared = md.requires(package) or []
     except md.PackageNotFoundError:
         raise LookupError(f"{package} is not installed, so its supported {trainer} range is unknown: {fix}") from None
+    always = None  # a trainer the package always needs declares its range in the dependencies
     for text in declared:
         requirement = Requirement(text)
-        if canonicalize_name(requirement.name) != canonicalize_name(trainer) or requirement.marker is None:
+        if canonicalize_name(requirement.name) != canonicalize_name(trainer):
+            continue
+        if requirement.marker is None:
+            always = requirement
             continue
         try:
             in_extra = requirement.marker.evaluate({"extra": extra})
         except UndefinedEnvironmentName:
             continue
         if in_extra:
-            specs = sorted(requirement.specifier, key=lambda s: (_OPERATOR_ORDER.get(s.operator, 1), s.version))
-            return trainer + ",".join(str(s) for s in specs)
+            return _range(trainer, requirement)
+    if always is not None:
+        return _range(trainer, always)
     raise LookupError(f"{package}'s extra {extra!r} does not name {trainer}: {fix}")
+
+
+def _range(trainer: str, requirement: Any) -> str:
+    specs = sorted(requirement.specifier, key=lambda s: (_OPERATOR_ORDER.get(s.operator, 1), s.version))
+    return trainer + ",".join(str(s) for s in specs)

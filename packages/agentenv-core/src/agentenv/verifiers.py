@@ -197,7 +197,9 @@ def _check_judge(params: Mapping[str, Any], bundle_dir: Path) -> list[Problem]:
     problems = _unknown(params, {"rubric", "endpoint", "timeout"})
     rubric = params.get("rubric")
     if not isinstance(rubric, str) or not rubric.strip():
-        problems.append(Problem((), "missing 'rubric'; say what a good reply does (rubric: The reply names the sender.)"))
+        problems.append(
+            Problem((), "missing 'rubric'; say what a good reply does (rubric: The reply names the sender.)")
+        )
     endpoint = params.get("endpoint")
     if endpoint == "policy":
         problems.append(Problem(("endpoint",), "a judge never asks the model being trained; give it an endpoint of "

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from agentenv._lazy import lazy_exports
+from agentenv.lazy import lazy_exports
 
 __version__ = "0.1.0"
 

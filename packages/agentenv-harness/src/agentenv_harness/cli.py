@@ -27,8 +27,8 @@ def configure_run(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", required=True, help="the model the solver asks for")
     parser.add_argument("--agent", help="swap the solver: an agent of the bundle or an agent kind (claude-code...)")
     parser.add_argument("--key-var", help="the environment variable holding the endpoint's key")
-    parser.add_argument("--capture", action="store_true",
-                        help="go through OpenEnv's capture proxy and report the trainable turns (needs token ids)")  # fmt: skip
+    what = "go through OpenEnv's capture proxy and report the trainable turns (needs token ids)"
+    parser.add_argument("--capture", action="store_true", help=what)
     parser.add_argument("--deadline", type=float, default=1800.0, help="seconds the whole run may take")
     parser.add_argument("--tool-timeout", type=float, default=60.0, help="seconds a tool call may take")
     parser.add_argument("--deploy-timeout", type=float, default=300.0, help="seconds the deploy may take")
@@ -96,7 +96,9 @@ def _print(report: Any, captured: Any, args: argparse.Namespace) -> None:
     from agentenv.cli import table
 
     result = report.result
-    rows = [(i + 1, r.code, f"{r.seconds:.1f}", r.reply.replace("\n", " ")[:100]) for i, r in enumerate(report.solver_runs)]
+    rows = [
+        (i + 1, r.code, f"{r.seconds:.1f}", r.reply.replace("\n", " ")[:100]) for i, r in enumerate(report.solver_runs)
+    ]
     if rows:
         print(table(rows, ("turn", "exit", "seconds", "reply")))
     for step, score in result.scores.items():

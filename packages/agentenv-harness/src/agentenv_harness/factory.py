@@ -29,6 +29,7 @@ from agentenv.errors import AgentEnvError, EpisodeLost
 from agentenv.wire import Failure
 
 from ._threads import BackgroundLoop
+from ._version import check_openenv, check_trl
 from .capture import CaptureProxy, policy_model, require_tokens
 from .episodes import EpisodeHandle, LocalEpisode, RemoteEpisode
 from .play import Play, PlayReport
@@ -37,7 +38,12 @@ from .tasks import load, plan, refuse_empty, solver_for, task_of_prompt
 if TYPE_CHECKING:
     from openenv.core.harness import TrainingTrace, VerifyResult
 
-from openenv.core.harness import ResourceSession, ResourceSessionFactory, ToolResult
+check_openenv()  # before OpenEnv is imported: a version outside the range is named with the fix
+check_trl()
+from agentenv_server._openenv import import_openenv  # noqa: E402
+
+import_openenv()  # without its Gradio UI (seconds of import nobody here uses)
+from openenv.core.harness import ResourceSession, ResourceSessionFactory, ToolResult  # noqa: E402
 
 __all__ = ["AgentEnvSession", "AgentEnvSessionFactory"]
 

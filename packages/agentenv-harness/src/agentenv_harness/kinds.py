@@ -53,7 +53,9 @@ def _checker(allowed: set[str]) -> Any:
         if "command" in options and not isinstance(options["command"], str):
             yield "'command' is the path of the executable (a string)"
         for name in ("args", "tools"):
-            if name in options and not (isinstance(options[name], list) and all(isinstance(a, str) for a in options[name])):
+            if name in options and not (
+                isinstance(options[name], list) and all(isinstance(a, str) for a in options[name])
+            ):
                 yield f"'{name}' must be a list of strings"
         if "env" in options and not isinstance(options["env"], dict):
             yield "'env' must map variable names to values"

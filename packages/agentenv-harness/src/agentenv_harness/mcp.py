@@ -75,7 +75,9 @@ def _mcp_server(tools: Sequence[Tool], call: Call, loop: asyncio.AbstractEventLo
 class ToolServer:
     """An episode's tools as an MCP server on loopback; ``start()`` returns where and with which token."""
 
-    def __init__(self, tools: Sequence[Tool], call: Call, loop: asyncio.AbstractEventLoop, *, name: str = "env") -> None:
+    def __init__(
+        self, tools: Sequence[Tool], call: Call, loop: asyncio.AbstractEventLoop, *, name: str = "env"
+    ) -> None:
         self.tools = list(tools)
         self.name = name
         self._token = secrets.token_urlsafe(24)

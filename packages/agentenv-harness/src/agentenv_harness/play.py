@@ -98,7 +98,9 @@ class Play:
         self.kinds = kinds
         step = task.deployed("solver")
         if solver is None and (step is None or step.agent is None):
-            raise AgentEnvError(f"task {task.id!r} deploys no solver; add the deploy step {{agent: NAME, role: solver}}")
+            raise AgentEnvError(
+                f"task {task.id!r} deploys no solver; add the deploy step {{agent: NAME, role: solver}}"
+            )
         self.solver = solver if solver is not None else bundle.agents[step.agent]  # type: ignore[union-attr,index]
         self.deadline = deadline
         self.model_calls = model_calls
@@ -140,8 +142,9 @@ class Play:
                 await asyncio.to_thread(tools.stop)
             result = await self.episode.close()
             if failure is not None and result.outcome != "failed":
-                result = EpisodeResult(task_id=self.task.id, outcome="failed", failure=failure, reason=failure.message,
-                                       scores=dict(result.scores), turns=result.turns, seconds=result.seconds)  # fmt: skip
+                result = EpisodeResult(task_id=self.task.id, outcome="failed", failure=failure,
+                                       reason=failure.message, scores=dict(result.scores), turns=result.turns,
+                                       seconds=result.seconds)  # fmt: skip
             self.report = PlayReport(result, failure or result.failure, runs, time.monotonic() - began)
             if not self.keep_workdir:
                 await asyncio.to_thread(shutil.rmtree, self.root, True)

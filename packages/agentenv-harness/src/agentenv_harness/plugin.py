@@ -7,10 +7,17 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from agentenv.agents import AgentKind
-from agentenv.plugins import CliCommand, hookimpl
+from agentenv.plugins import AgentKind, CliCommand, Integration, hookimpl
 
-__all__ = ["agentenv_agent_kinds", "agentenv_cli_commands"]
+from ._version import OPENENV, TRL
+
+__all__ = ["agentenv_agent_kinds", "agentenv_cli_commands", "agentenv_integrations"]
+
+
+@hookimpl
+def agentenv_integrations() -> Iterator[Integration]:
+    yield TRL
+    yield OPENENV
 
 
 @hookimpl

@@ -173,7 +173,9 @@ def prompt_rows(bundle: str | Path | Bundle, split: str | None = None, *, agent:
 def task_of_prompt(prompt: Any, bundle: Bundle) -> str:
     """The task id a row's prompt names; ``AgentEnvError`` when it names none or another bundle's task."""
     if isinstance(prompt, list):
-        text = "\n".join(str(m.get("content") or "") for m in prompt if isinstance(m, dict) and m.get("role") == "system")
+        text = "\n".join(
+            str(m.get("content") or "") for m in prompt if isinstance(m, dict) and m.get("role") == "system"
+        )
     else:
         text = str(prompt)
     found = _TASK_LINE.search(text)
