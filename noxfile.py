@@ -22,13 +22,17 @@ from tools.matrix import MATRIX  # the version matrix, kept as data
 
 nox.options.default_venv_backend = "uv"
 nox.options.reuse_venv = "yes"
-nox.options.sessions = ["lint", "unit", "docs", "trl", "verl", "ray", "lowest", "release"]
+nox.options.sessions = ["lint", "unit", "docs", "trl", "verl", "ray", "harness", "lowest", "release"]
 
 ROOT = Path(__file__).parent
 TORCH = "2.13.0"
 # the trainer versions each integration is tested against: every version of its range, lowest first
 TRL_VERSIONS = list(MATRIX["trl"].versions)
 VERL_VERSIONS = list(MATRIX["verl"].versions)
+HARNESS_TRL_VERSIONS = list(MATRIX["harness-trl"].versions)
+OPENENV_VERSIONS = list(MATRIX["openenv"].versions)
+# the coding-agent CLIs the harness tier runs for real, each at a pinned version (npm packages)
+AGENT_CLIS = ["@anthropic-ai/claude-code@2.1.332", "opencode-ai@1.18.33"]
 MKDOCS_QUIET = {"NO_MKDOCS_2_WARNING": "1", "DISABLE_MKDOCS_2_WARNING": "true"}  # banners, not warnings
 PYTEST = ["pytest", "-p", "no:cacheprovider"]
 
@@ -104,6 +108,23 @@ def ray(session: nox.Session) -> None:
     """tests/ray: agentenv serve --ray on a local Ray on loopback (2 replicas); one Ray at a time, no xdist."""
     _sync(session, "test", extras=("ray",))  # agentenv-server[ray]: the Ray range it declares
     session.run(*PYTEST, "tests/ray", *session.posargs, env={"RAY_USAGE_STATS_ENABLED": "0"})
+
+
+@nox.session
+@nox.parametrize("trl", HARNESS_TRL_VERSIONS)
+def harness(session: nox.Session, trl: str) -> None:
+    """tests/harness: TRL's own harness rollout loop and worker through OpenEnv's capture proxy to a stand-in engine,
+    and real claude-code and opencode (installed from npm into this session) solving tasks through it."""
+    _sync(session, "test")
+    # aiohttp: TRL's async rollout loop needs it (its vllm extra brings it; vLLM itself is not installed)
+    _pip(session, f"trl=={trl}", f"openenv=={OPENENV_VERSIONS[0]}", "aiohttp>=3.13.3", *_torch_cpu(session))
+    prefix = Path(session.virtualenv.location) / "agents"
+    # npm runs the CLIs' native binaries without their install scripts; --no-save keeps no lock file around
+    session.run_install("npm", "install", "--prefix", str(prefix), "--no-audit", "--no-fund", "--no-save",
+                        "--loglevel", "error", *AGENT_CLIS, external=True, silent=True)  # fmt: skip
+    agents = str(prefix / "node_modules" / ".bin")
+    session.run(*PYTEST, "tests/harness", "--durations=5", *session.posargs,
+                env={"TRL_EXPERIMENTAL_SILENCE": "1", "AGENTENV_AGENT_BIN": agents})  # fmt: skip
 
 
 @nox.session

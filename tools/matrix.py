@@ -58,6 +58,7 @@ def _canonical(name: str) -> str:
 MATRIX: dict[str, Axis] = {
     "trl": Axis("trl", "agentenv-trl", "trl", ("1.16.0",)),
     "verl": Axis("verl", "agentenv-verl", "verl", ("0.9.1",)),
+    "harness-trl": Axis("trl", "agentenv-harness", "trl", ("1.16.0",)),
     "openenv": Axis("openenv", "agentenv-server", None, ("0.10.0",)),
     "ray": Axis("ray", "agentenv-server", "ray", ("2.60.0",)),
 }

@@ -73,7 +73,7 @@ def test_a_wrapper_of_agentenv_verifier_kinds_sees_each_plugins_records_and_may_
             return [[VerifierKind(f"x-{k.name}", k.build) for k in records] for records in results]
 
     kinds = plugin_set(Shouty, Renamer).verifier_kinds()
-    assert sorted(kinds) == ["x-contains", "x-exact", "x-python", "x-regex", "x-shout"]
+    assert sorted(kinds) == ["x-contains", "x-exact", "x-judge", "x-python", "x-regex", "x-shout"]
 
 
 def test_an_old_style_hookwrapper_of_agentenv_env_kinds_leaves_the_records_as_they_are():
