@@ -38,6 +38,18 @@ def tokenizer() -> Any:
     return tiny_tokenizer(texts=["What is 6 times 7? Answer with the number."])
 
 
+def _first_groups(get: Any, rows: Any, timeout: float = 300.0) -> dict[str, list[Any]]:
+    """Samples until the first group of every row has both its generations, by task (group k is row k)."""
+    import time
+
+    groups: dict[int, list[Any]] = {}
+    deadline = time.monotonic() + timeout
+    while any(len(groups.get(k, [])) < 2 for k in range(len(rows))):
+        sample = get(timeout=max(1.0, deadline - time.monotonic()))
+        groups.setdefault(sample.group_id, []).append(sample)
+    return {rows[k]["task_id"]: groups[k] for k in range(len(rows))}
+
+
 def _trained_right(sample: Any) -> None:
     """Every completion token of the sample is trained, each with the engine's own log-prob for it."""
     mask = np.asarray(sample.completion_mask).astype(bool)
@@ -91,14 +103,16 @@ def test_trls_harness_loop_drives_the_factory_and_scores_with_the_tasks_verifier
     )  # fmt: skip
     runner = threading.Thread(target=loop.run, daemon=True)
     runner.start()
-    samples = [buffer.get(timeout=300) for _ in range(2 * len(rows))]  # a pass: each task twice
+    by_task = _first_groups(buffer.get, rows)
     loop._loop.call_soon_threadsafe(loop._stop_event.set)
     runner.join(120)
     assert not runner.is_alive()
-    by_task = {rows[s.group_id % len(rows)]["task_id"]: s.metrics["reward"] for s in samples}
-    assert by_task == REWARDS
-    for sample in samples:
-        _trained_right(sample)
+    assert {task: [s.metrics["reward"] for s in samples] for task, samples in by_task.items()} == {
+        task: [reward, reward] for task, reward in REWARDS.items()
+    }
+    for samples in by_task.values():
+        for sample in samples:
+            _trained_right(sample)
     assert {r["model"] for r in engine.chats()} >= {"trl-policy-v1"}  # the published adapter, pinned per rollout
 
 
@@ -118,10 +132,13 @@ def test_trls_harness_worker_runs_the_factory_in_its_spawned_child(engine, token
     worker.update_model_version(1)
     worker.start()
     try:
-        samples = [worker.rollout_buffer.get(timeout=300) for _ in range(2 * len(rows))]
+        by_task = _first_groups(worker.rollout_buffer.get, rows)
         worker.check_health(300)
     finally:
         worker.stop()
-    assert sorted(s.metrics["reward"] for s in samples) == sorted([*REWARDS.values()] * 2)
-    for sample in samples:
-        _trained_right(sample)
+    assert {task: [s.metrics["reward"] for s in samples] for task, samples in by_task.items()} == {
+        task: [reward, reward] for task, reward in REWARDS.items()
+    }
+    for samples in by_task.values():
+        for sample in samples:
+            _trained_right(sample)

@@ -236,3 +236,15 @@ def test_an_engine_without_token_ids_is_refused_naming_the_vllm_flags():
     message = str(info.value)
     assert f"the engine at {hosted.url} (tiny/policy) cannot be trained on through the capture proxy" in message
     assert "--return-tokens-as-token-ids --logprobs-mode processed_logprobs" in message
+
+
+def test_left_out_tasks_do_not_stop_the_others_and_a_prompt_for_one_is_refused_naming_why(make_factory):
+    from agentenv.errors import AgentEnvError
+
+    factory = make_factory(split="leftout")  # a judge key unset, an agent not installed...: the kept task trains
+    assert [t.id for t in factory.tasks] == ["kept"]
+    with pytest.raises(AgentEnvError, match="task 'agent-absent' is left out of harness training: program"):
+        factory.create([{"role": "system", "content": "agentenv task: harness/agent-absent"}])
+    session, _ = play(factory, "kept", "leftout")
+    assert session.verify([]).env_reward == 1.0
+    session.close()

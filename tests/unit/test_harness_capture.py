@@ -1,0 +1,89 @@
+"""The capture proxy and the episode's MCP server as the harness serves them: nobody but the trainer reads a
+rollout, nobody but its solver spends it, nobody but its solver reaches the episode's tools."""
+
+from __future__ import annotations
+
+import asyncio
+
+import httpx
+import pytest
+from agentenv.wire import Tool
+from agentenv_harness.capture import CaptureProxy
+from agentenv_harness.mcp import ToolServer
+
+from tests.unit.harness_support import Engine, engine
+
+__all__ = ["engine"]  # a fixture
+
+CHAT = {"model": "whatever-the-agent-says", "messages": [{"role": "user", "content": "What is 6 times 7?"}]}
+
+
+@pytest.fixture
+def proxy(engine: Engine):
+    served = CaptureProxy(engine.url, "tiny/policy")
+    yield served
+    served.stop()
+
+
+def open_session(proxy: CaptureProxy) -> str:
+    async def go() -> str:
+        async with httpx.AsyncClient(timeout=60) as http:
+            return await proxy.open(http, model="tiny/policy")
+
+    return asyncio.run(go())
+
+
+def test_the_session_routes_need_the_admin_key(proxy):
+    key = open_session(proxy)
+    for method, path in (("GET", "/sessions"), ("GET", f"/sessions/{key}/rollout"), ("POST", "/sessions"),
+                         ("GET", f"/sessions/{key}/trace_entries"), ("DELETE", f"/sessions/{key}")):  # fmt: skip
+        for headers in ({}, {"Authorization": f"Bearer {key}"}):  # no key, or a rollout's key
+            response = httpx.request(method, proxy.url + path, headers=headers, json={} if method == "POST" else None)
+            assert response.status_code == 401, (method, path, headers)
+    assert httpx.get(proxy.url + "/sessions", headers=proxy.admin_headers).status_code == 200
+
+
+def test_a_model_call_needs_a_rollouts_key_and_lands_in_that_rollout_only(proxy, engine):
+    first, second = open_session(proxy), open_session(proxy)
+    refused = httpx.post(f"{proxy.url}/v1/chat/completions", json=CHAT, headers={"Authorization": "Bearer ak-guess"})
+    answered = httpx.post(f"{proxy.url}/v1/chat/completions", json=CHAT, headers={"Authorization": f"Bearer {first}"},
+                          timeout=60)  # fmt: skip
+    assert refused.status_code == 401 and "unknown API key" in refused.text
+    assert answered.status_code == 200 and answered.json()["choices"][0]["message"]["content"] == "The answer is 42."
+    assert (proxy.calls(first), proxy.calls(second)) == (1, 0)
+    assert engine.chats()[-1]["model"] == "tiny/policy"  # the proxy sent the pinned name, not the agent's
+    [turn] = proxy.trace(first).turns
+    assert len(turn.per_token_logps) == len(turn.completion_token_ids) == sum(turn.loss_mask) > 0
+
+
+def test_the_episodes_mcp_server_needs_its_bearer_token():
+    loop = asyncio.new_event_loop()
+    calls: list[tuple[str, dict]] = []
+
+    async def call(name: str, args: dict) -> tuple[str, bool]:
+        calls.append((name, args))
+        return "42", False
+
+    import threading
+
+    threading.Thread(target=loop.run_forever, daemon=True).start()
+    tools = [Tool("multiply", "Multiply two numbers.", {"type": "object", "properties": {"a": {"type": "number"}}})]
+    server = ToolServer(tools, call, loop)
+    mcp = server.start()
+    try:
+        from fastmcp import Client
+        from fastmcp.client.auth import BearerAuth
+
+        async def use(token: str) -> str:
+            async with Client(mcp.url, auth=BearerAuth(token)) as client:
+                result = await client.call_tool("multiply", {"a": 6})
+                return result.content[0].text
+
+        assert asyncio.run(use(mcp.token)) == "42"
+        with pytest.raises(Exception, match="401"):
+            asyncio.run(use("not-the-token"))
+        assert httpx.post(mcp.url, json={}).status_code == 401
+    finally:
+        server.stop()
+        loop.call_soon_threadsafe(loop.stop)
+    assert calls == [("multiply", {"a": 6})]

@@ -1,0 +1,74 @@
+"""``agentenv run`` (a task with its deployed agents against an endpoint), ``agentenv plugins`` listing agent kinds,
+and harness rollouts whose episodes are played on an agentenv server that restarts."""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import sys
+
+from tests.conftest import free_port
+from tests.unit.harness_support import HARNESS, engine, make_factory, prompt_of
+
+__all__ = ["engine", "make_factory"]  # fixtures
+
+
+def agentenv(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "agentenv.cli", *args], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "NO_PROXY": "127.0.0.1"})  # fmt: skip
+
+
+def test_agentenv_run_plays_a_task_with_its_agents_and_prints_the_reward_and_scores(engine):
+    done = agentenv("run", str(HARNESS), "multiply", "--llm-url", f"{engine.url}/v1", "--model", "tiny/policy")
+    assert done.returncode == 0, done.stderr
+    assert "score answer: 1\nscore used-tool: 1\nreward: 1\n" in done.stdout
+    assert "The answer is 42." in done.stdout  # the solver's reply, in the table of its runs
+
+
+def test_agentenv_run_agent_swaps_the_solver(engine):
+    done = agentenv("run", str(HARNESS), "smoke", "--llm-url", f"{engine.url}/v1", "--model", "tiny/policy",
+                    "--agent", "signed")  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "(solved by the signed agent)" in done.stdout and "reward: 1" in done.stdout
+
+
+def test_agentenv_run_capture_reports_the_trainable_turns(engine):
+    done = agentenv("run", str(HARNESS), "direct", "--llm-url", engine.url, "--model", "tiny/policy", "--capture")
+    assert done.returncode == 0, done.stderr
+    assert "reward: 1" in done.stdout and "capture: 1 model call(s), " in done.stdout
+
+
+def test_agentenv_run_shows_a_failed_run_as_unscored(engine):
+    done = agentenv("run", str(HARNESS), "crash", "--llm-url", f"{engine.url}/v1", "--model", "tiny/policy")
+    assert done.returncode == 1
+    assert "failed (crash during agent): solver 'crash' (process) exited with 3 on turn 1" in done.stdout
+    assert "reward: None (a failed run is never trained on)" in done.stdout
+
+
+def test_agentenv_plugins_lists_the_agent_kinds_and_the_harness_ranges():
+    done = agentenv("plugins")
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert any(line.split()[:4] == ["claude-code", "anthropic", "over", "MCP"] for line in lines)
+    assert any(line.split()[:3] == ["process", "openai", "over"] and line.endswith("ok") for line in lines)
+    assert any(line.split()[:3] == ["harness", "trl", ">=1.16.0,<1.17"] for line in lines)
+    assert any(line.split()[:4] == ["harness-openenv", "openenv", ">=0.10,<0.11", "0.10.0"] for line in lines)
+
+
+def test_rollouts_waiting_for_a_restarting_env_server_say_so_once(make_factory, serve_process, caplog):
+    port = free_port()
+    server = serve_process(HARNESS, port=port)
+    factory = make_factory(split="train", env_url=server.url)
+    code, _ = server.terminate()  # the server goes down (a restart): the rollouts wait for it
+    with caplog.at_level(logging.WARNING, logger="agentenv.session"):
+        sessions = [factory.create(prompt_of(HARNESS, "direct", "train")) for _ in range(2)]
+        serve_process(HARNESS, port=port)  # back, on the same address
+        for session in sessions:
+            session.wait_for_completion()
+        verdicts = [session.verify([]) for session in sessions]
+        for session in sessions:
+            session.close()
+    waits = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING and "waiting for" in r.getMessage()]
+    assert code == 0 and [v.env_reward for v in verdicts] == [1.0, 1.0]
+    assert len(waits) == 1 and waits[0].startswith(f"waiting for the agentenv server at {server.url}")
