@@ -248,3 +248,15 @@ def test_left_out_tasks_do_not_stop_the_others_and_a_prompt_for_one_is_refused_n
     session, _ = play(factory, "kept", "leftout")
     assert session.verify([]).env_reward == 1.0
     session.close()
+
+
+def test_an_engine_gone_before_the_rollout_started_makes_it_unscored(make_factory):
+    gone = Engine(["tiny/policy"])
+    factory = make_factory(split="train", llm_url=gone.url)
+    gone.server.stop()
+    session, _ = play(factory, "direct")
+    with pytest.raises(EpisodeLost) as info:
+        session.fetch_training_trace()
+    session.close()
+    assert info.value.failure.kind == "deploy" and "the capture session could not be opened" in str(info.value)
+    assert session.verify([]).env_reward is None and session.play is None

@@ -331,7 +331,7 @@ class Plugins:
 
     def agent_kinds(self) -> dict[str, AgentKind]:
         """Every agent kind, by name."""
-        return self._records["agentenv_agent_kinds"]
+        return self._collected("agentenv_agent_kinds")
 
     def verifier_kinds(self) -> dict[str, VerifierKind]:
         """Every verifier kind, by name."""

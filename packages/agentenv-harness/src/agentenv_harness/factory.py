@@ -189,14 +189,19 @@ class AgentEnvSession(ResourceSession):
         return task
 
     async def _run(self) -> None:
-        factory = self.factory
-        if factory._slots is not None:
-            async with factory._slots:  # a session closed while it waits here never runs
+        try:
+            if self.factory._slots is not None:
+                async with self.factory._slots:  # a session closed while it waits here never runs
+                    await self._play()
+            else:
                 await self._play()
-        else:
-            await self._play()
+        except Exception as exc:  # a bug must not stop the trainer: the rollout is lost, and said so
+            log.exception("harness rollout of task %r failed", self.task.id)
+            self.failure = self.failure or Failure("crash", "agent", f"the rollout failed: {type(exc).__name__}: {exc}")
 
     async def _play(self) -> None:
+        import httpx
+
         factory = self.factory
         try:
             self.model = await policy_model(factory._http, factory.llm_url, factory.model, factory.lora_name)
@@ -206,8 +211,8 @@ class AgentEnvSession(ResourceSession):
                 sampling=factory.sampling,
                 metadata={"task_id": self.task.id, "episode_id": self.episode_id},
             )
-        except (AgentEnvError, OSError, ValueError) as exc:  # httpx's errors are OSErrors or ValueErrors
-            self.failure = Failure("deploy", "agent", f"the capture session could not be opened: {exc}")
+        except (AgentEnvError, httpx.HTTPError, OSError, ValueError) as exc:
+            self.failure = Failure("deploy", "agent", f"the capture session could not be opened: {exc!r}")
             return
         key = self.key
         self.play = Play(
