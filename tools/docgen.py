@@ -155,6 +155,7 @@ def _kinds(loaded: Any) -> list[str]:
     registries = [
         ("Env kinds", "`kind` of an env", loaded.env_kinds(), "create"),
         ("Verifier kinds", "`kind` of a verifier", loaded.verifier_kinds(), "build"),
+        ("Agent kinds", "`kind` of an agent (what deploy steps run)", loaded.agent_kinds(), "launch"),
         ("Reward rules", "`reward` of a task (a name, or `rule` and its parameters)", loaded.reward_rules(), "combine"),
         ("Task sources", "`source` of `tasks` (`yaml` when `tasks` is a glob)", loaded.task_sources(), "read"),
     ]

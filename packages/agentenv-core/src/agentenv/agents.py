@@ -204,6 +204,9 @@ def agent_environment(request: AgentRequest, dialect: Dialect = "openai") -> dic
 
 
 def _process_launch(request: AgentRequest) -> Launch:
+    """Any program: `command` (and `resume` for later turns) with `{prompt}` and the other placeholders filled
+    in; the endpoint in `OPENAI_*` (or `ANTHROPIC_*`) and `AGENTENV_*`; the reply is its output or the file
+    `reply` names."""
     options = request.spec.options
     command = options.get("resume") if request.resume and options.get("resume") else options["command"]
     reply = str(options.get("reply") or "stdout")

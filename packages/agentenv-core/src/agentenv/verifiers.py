@@ -216,6 +216,10 @@ def _check_judge(params: Mapping[str, Any], bundle_dir: Path) -> list[Problem]:
 
 
 def _build_judge(params: Mapping[str, Any], bundle_dir: Path) -> Callable[[Check], Any]:
+    """Asks a model endpoint to grade the reply against `rubric` (0..1; an answer with no score is no verdict).
+
+    `endpoint: {base_url, model, key_var}`, or the task's judge deploy step; never the policy.
+    """
     from .agents import Endpoint, chat
     from .specs import EndpointSpec
 

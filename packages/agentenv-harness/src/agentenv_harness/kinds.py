@@ -82,6 +82,8 @@ def _missing(spec: AgentSpec, bundle_dir: Path) -> str | None:
 
 
 def _claude(request: AgentRequest) -> Launch:
+    """Claude Code (`claude -p`), speaking Anthropic's Messages API to its endpoint; the episode's tools over MCP
+    (`--mcp-config`); `--continue` on later turns."""
     spec, options = request.spec, request.spec.options
     argv = [_command(spec), "-p", "--model", request.endpoint.model, "--output-format", "text",
             "--permission-mode", "bypassPermissions", "--max-turns", str(options.get("max_turns", 30))]  # fmt: skip
@@ -118,6 +120,8 @@ def _claude(request: AgentRequest) -> Launch:
 
 
 def _codex(request: AgentRequest) -> Launch:
+    """OpenAI's Codex CLI (`codex exec`), speaking the Responses API to its endpoint; the episode's tools over MCP;
+    `exec resume --last` on later turns."""
     spec, endpoint = request.spec, request.endpoint
     settings = {
         "model_provider": "agentenv",
@@ -159,6 +163,8 @@ def _opencode_reply(text: str) -> str:
 
 
 def _opencode(request: AgentRequest) -> Launch:
+    """opencode (`opencode run --format json`), speaking chat completions to its endpoint; the episode's tools over
+    MCP; `--continue` on later turns."""
     spec, endpoint = request.spec, request.endpoint
     model = f"agentenv/{endpoint.model}"
     config: dict[str, Any] = {
@@ -207,6 +213,8 @@ def _mini_reply(text: str) -> str:
 
 
 def _mini(request: AgentRequest) -> Launch:
+    """mini-swe-agent (`mini`), speaking chat completions through litellm; its shell only (no MCP); its reply is
+    what it submits."""
     spec, endpoint = request.spec, request.endpoint
     argv = [_command(spec), "-y", "--exit-immediately", "-m", f"openai/{endpoint.model}", "-t",
             request.prompt_with_system, "-o", str(request.workdir / ".agentenv-mini.traj.json")]  # fmt: skip
