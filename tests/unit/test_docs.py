@@ -64,14 +64,22 @@ def test_the_loader_knows_exactly_the_top_level_fields_the_reference_lists(tmp_p
 def test_the_bundle_reference_lists_every_registered_kind_with_what_it_does():
     reference = docgen.bundle_reference()
     loaded = plugins()
-    registries = (loaded.env_kinds(), loaded.verifier_kinds(), loaded.agent_kinds(), loaded.reward_rules(),
-                  loaded.task_sources())
+    registries = (
+        loaded.env_kinds(),
+        loaded.verifier_kinds(),
+        loaded.agent_kinds(),
+        loaded.reward_rules(),
+        loaded.task_sources(),
+    )
     for registry in registries:
         for name in registry:
             assert f"| `{name}` |" in reference
     builtin = Plugins(entry_points=False)
-    for registry, attr in ((builtin.verifier_kinds(), "build"), (builtin.env_kinds(), "create"),
-                           (builtin.agent_kinds(), "launch")):
+    for registry, attr in (
+        (builtin.verifier_kinds(), "build"),
+        (builtin.env_kinds(), "create"),
+        (builtin.agent_kinds(), "launch"),
+    ):
         for name, record in registry.items():
             assert inspect.getdoc(getattr(record, attr)), f"built-in kind {name!r} has no docstring to show"
 
