@@ -32,6 +32,7 @@ ELSEWHERE: Final[Mapping[str, str]] = {
     "demo": "agentenv-trl",
     "verl": "agentenv-verl",
     "nemo-gym": "agentenv-verl",
+    "run": "agentenv-harness",
 }
 
 
