@@ -196,4 +196,5 @@ def test_a_command_of_an_agentenv_wheel_that_is_not_installed_names_the_wheel(in
     assert "'agentenv serve' comes with agentenv-server, which is not installed" in done.stderr
     assert "pip install agentenv-server" in done.stderr
     helped = " ".join(verl_only.run(verl_only.venv / "bin" / "agentenv", "--help").stdout.split())
-    assert "More commands come with other agentenv wheels: demo (agentenv-trl), serve (agentenv-server)." in helped
+    others = "demo (agentenv-trl), run (agentenv-harness), serve (agentenv-server)"
+    assert f"More commands come with other agentenv wheels: {others}." in helped
