@@ -304,3 +304,23 @@ def test_the_commands_said_to_come_with_other_wheels_are_the_ones_those_wheels_r
         if command.run.__module__.split(".")[0] in tops[wheel]
     }
     assert registered == dict(ELSEWHERE)  # every command of another agentenv wheel, and only those
+
+
+def test_the_version_option_names_every_agentenv_wheel_installed_and_the_wire_protocol():
+    done = subprocess.run([AGENTENV, "--version"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    for wheel in ("agentenv-core", "agentenv-server", "agentenv-trl", "agentenv-verl", "agentenv-harness"):
+        assert f"{wheel} {version(wheel)}" in lines
+    assert lines[-1] == "wire protocol 2"
+
+
+def test_a_reader_that_goes_away_ends_the_command_quietly():
+    # agentenv tasks BUNDLE | head: the pipe is closed before anything is written
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        done = subprocess.run([AGENTENV, "tasks", INBOX], stdout=write, stderr=subprocess.PIPE, text=True)
+    finally:
+        os.close(write)
+    assert (done.returncode, done.stderr) == (0, "")

@@ -14,6 +14,7 @@ Conventions a plugin's command follows (the built-in ones in ``agentenv.commands
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
@@ -57,6 +58,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # the reader went away (agentenv tasks BUNDLE | head): not the command's failure
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so that the exit's flush is quiet
+        return 0
 
 
 def build_parser(commands: Mapping[str, CliCommand] | None = None) -> argparse.ArgumentParser:
@@ -71,11 +75,33 @@ def build_parser(commands: Mapping[str, CliCommand] | None = None) -> argparse.A
         description="Train LLM agents with RL on bundles of tasks.",
         epilog=f"More commands come with other agentenv wheels: {', '.join(more)}." if more else None,
     )
+    parser.add_argument("--version", action=_Versions, help="the version of every installed agentenv wheel")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in sorted(commands):
         command = commands[name]
         command.configure(sub.add_parser(name, help=command.help, description=command.help))
     return parser
+
+
+class _Versions(argparse.Action):
+    """``--version``: each installed agentenv wheel and its version (read only when asked)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, help: str | None = None) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=help)
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: Any) -> None:
+        from importlib.metadata import distributions
+
+        from .wire import PROTOCOL
+
+        found = sorted({d.metadata["Name"]: d.version for d in distributions() if _ours(d.metadata["Name"])}.items())
+        lines = [f"{name} {version}" for name, version in found] + [f"wire protocol {PROTOCOL}"]
+        print("\n".join(lines))
+        parser.exit()
+
+
+def _ours(name: str | None) -> bool:
+    return bool(name) and name.lower().replace("_", "-").startswith("agentenv-")
 
 
 def _not_here(argv: Sequence[str], commands: Mapping[str, CliCommand]) -> str | None:
