@@ -78,14 +78,28 @@ def serve() -> Iterator[Callable[..., Any]]:
         server.stop()
 
 
-class ServeProcess:
-    """``agentenv serve`` as a real subprocess."""
+# runs a program with its limit on open files (soft and hard) set to argv[1]: ``agentenv serve`` out of descriptors
+_NOFILE = ("import os, resource, sys; n = int(sys.argv[1]); resource.setrlimit(resource.RLIMIT_NOFILE, (n, n)); "
+           "os.execv(sys.argv[2], sys.argv[2:])")  # fmt: skip
 
-    def __init__(self, bundle: Path | str, *args: str, port: int | None = None, env: dict[str, str] | None = None):
+
+class ServeProcess:
+    """``agentenv serve`` as a real subprocess (``nofile``: with that limit on open files)."""
+
+    def __init__(
+        self,
+        bundle: Path | str,
+        *args: str,
+        port: int | None = None,
+        env: dict[str, str] | None = None,
+        nofile: int | None = None,
+    ):
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.args = [sys.executable, "-m", "agentenv.cli", "serve", str(bundle), "--port", str(self.port),
                      "--log-level", "warning", *args]  # fmt: skip
+        if nofile is not None:
+            self.args = [sys.executable, "-c", _NOFILE, str(nofile), *self.args]
         self.env = {**os.environ, **(env or {})}
         self.proc: subprocess.Popen[str] | None = None
 

@@ -17,7 +17,7 @@ def fake():
 
 
 def test_its_tools_are_listed_at_load_by_asking_the_program(fake):
-    assert [t.name for t in fake.env_tools["proc"]] == ["echo", "fail", "die", "spawn"]
+    assert [t.name for t in fake.env_tools["proc"]] == ["echo", "fail", "die", "spawn", "stall"]
     echo = next(t for t in fake.env_tools["proc"] if t.name == "echo")
     assert echo.parameters["required"] == ["text"]
 

@@ -17,7 +17,8 @@ reads one JSON answer per line from its stdout::
 The program exits when its stdin closes (agentenv lists the tools of a subprocess env that way when a
 bundle loads, without deploying it). stderr is kept (the last lines are shown when the program dies).
 The program runs in the bundle folder, in its own process group, and is killed with its children at
-teardown.
+teardown, and when the process that started it dies (``agentenv.procs``). Its exit ends the episode at
+once as a crash, with its exit code and the end of its stderr.
 """
 
 from __future__ import annotations
@@ -27,14 +28,14 @@ import contextlib
 import inspect
 import json
 import os
-import signal
 import subprocess
 import sys
-from collections import deque
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from . import procs
 from .env import Env, Tool
 from .errors import EnvCrashed, ToolError
 from .records import EnvKind, Problem
@@ -106,80 +107,67 @@ def _python_create(spec: EnvSpec, bundle_dir: Path) -> Any:
 
 # --- subprocess ------------------------------------------------------------------------------
 
-STDERR_KEPT = 40
-LINE_LIMIT = 64 * 1024 * 1024
+TEARDOWN_SECONDS = 5.0  # the program's own teardown, before its group is killed
 
 
 class SubprocessEnv:
-    """An env run as a separate program speaking JSON lines (see the module docstring)."""
+    """An env run as a separate program speaking JSON lines (see the module docstring).
+
+    The program is an owned process (``agentenv.procs``): its own process group, killed with its children
+    at teardown and when this process dies; its exit is watched directly, so a crash is seen at once even
+    while a child of it holds its pipes.
+    """
 
     def __init__(self, spec: EnvSpec, bundle_dir: Path) -> None:
         self.spec = spec
         self.bundle_dir = bundle_dir
-        self.proc: asyncio.subprocess.Process | None = None
+        self.child: procs.Child | None = None
         self._next_id = 0
         self._lock = asyncio.Lock()
-        self._stderr: deque[str] = deque(maxlen=STDERR_KEPT)
-        self._stderr_task: asyncio.Task[None] | None = None
 
-    async def _start(self) -> asyncio.subprocess.Process:
-        if self.proc is None:
+    async def _start(self) -> procs.Child:
+        if self.child is None:
             command = list(self.spec.command or [])
             if command and command[0] in {"python", "python3"}:
                 command[0] = sys.executable  # the interpreter agentenv runs on, with its packages
-            self.proc = await asyncio.create_subprocess_exec(
-                *command,
-                cwd=self.bundle_dir,
-                stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
-                env={**os.environ, **{k: str(v) for k, v in (self.spec.options.get("env") or {}).items()}},
-                start_new_session=True,  # its own process group: teardown kills its children too
-                limit=LINE_LIMIT,
-            )
-            self._stderr_task = asyncio.create_task(self._drain_stderr(self.proc))
-        return self.proc
+            self.child = await procs.spawn(command, cwd=self.bundle_dir, env=_environ(self.spec))
+        return self.child
 
-    async def _drain_stderr(self, proc: asyncio.subprocess.Process) -> None:
-        assert proc.stderr is not None
-        async for raw in proc.stderr:
-            self._stderr.append(raw.decode(errors="replace").rstrip())
-
-    async def _stderr_caught_up(self) -> None:
-        """Let the stderr reader read to the end (the program exited), so its last lines are in the message.
-
-        wait() may return without yielding to the loop; a child that still holds stderr open is not waited for.
-        """
-        if self._stderr_task is not None:
-            with contextlib.suppress(Exception):  # a timeout, or the reader's own error: the tail is what it is
-                await asyncio.wait_for(asyncio.shield(self._stderr_task), 0.5)
-
-    def _died(self, what: str) -> EnvCrashed:
-        code = self.proc.returncode if self.proc else None
-        tail = "\n".join(self._stderr)
+    async def _died(self, what: str) -> EnvCrashed:
+        child = self.child
+        assert child is not None
+        await asyncio.wait({child.exited}, timeout=1.0)  # its pipes may close a moment before its exit is seen
+        tail = await child.stderr_caught_up()
+        code = child.returncode
+        how = f"exit code {code}" if code is None or code >= 0 else f"killed by signal {-code}"
         return EnvCrashed(
-            f"env program {self.spec.command!r} {what} (exit code {code})"
-            + (f"; its stderr ends with:\n{tail}" if tail else "")
+            f"env program {self.spec.command!r} {what} ({how})" + (f"; its stderr ends with:\n{tail}" if tail else "")
         )
 
     async def _request(self, op: str, **fields: Any) -> Any:
         async with self._lock:
-            proc = await self._start()
-            assert proc.stdin is not None and proc.stdout is not None
+            child = await self._start()
             self._next_id += 1
             rid = self._next_id
+            if child.exited.done():
+                raise await self._died(f"had exited before {op!r}")
             try:
-                proc.stdin.write((json.dumps({"id": rid, "op": op, **fields}) + "\n").encode())
-                await proc.stdin.drain()
-                line = await proc.stdout.readline()
+                child.write((json.dumps({"id": rid, "op": op, **fields}) + "\n").encode())
             except (BrokenPipeError, ConnectionResetError):
-                await proc.wait()
-                await self._stderr_caught_up()
-                raise self._died(f"exited during {op!r}") from None
+                await asyncio.wait({child.exited}, timeout=1.0)
+                raise await self._died(f"exited during {op!r}") from None
+            reading = asyncio.ensure_future(child.stdout.readline())
+            try:
+                # the answer, or the program's exit: whichever comes first (not EOF, which a child may delay)
+                await asyncio.wait({reading, child.exited}, return_when=asyncio.FIRST_COMPLETED)
+                if not reading.done():  # it exited: an answer written just before may still be on its way
+                    await asyncio.wait({reading}, timeout=0.1)
+            finally:
+                if not reading.done():
+                    reading.cancel()
+            line = reading.result() if reading.done() and not reading.cancelled() else b""
             if not line:
-                await proc.wait()
-                await self._stderr_caught_up()
-                raise self._died(f"exited during {op!r}")
+                raise await self._died(f"exited during {op!r}")
             try:
                 answer = json.loads(line)
             except json.JSONDecodeError:
@@ -209,29 +197,19 @@ class SubprocessEnv:
         return await self._request("call", name=name, args=dict(args))
 
     async def teardown(self) -> None:
-        """Ask the program to stop, then make sure it and its children are gone."""
-        proc = self.proc
-        if proc is None:
+        """Ask the program to stop (unless a call is still in it), then kill its group; never waits on pipes."""
+        child = self.child
+        if child is None:
             return
-        if proc.returncode is None:
+        began = time.monotonic()
+        if not child.exited.done() and not self._lock.locked():
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(self._request("teardown"), 5.0)
-            try:
-                await asyncio.wait_for(proc.wait(), 5.0)
-            except TimeoutError:
-                pass
-        _kill_group(proc.pid)
-        if proc.returncode is None:
-            await proc.wait()
-        if self._stderr_task is not None:
-            self._stderr_task.cancel()
-            with contextlib.suppress(BaseException):
-                await self._stderr_task
+                await asyncio.wait_for(self._request("teardown"), TEARDOWN_SECONDS)
+        await child.end(grace=max(0.0, TEARDOWN_SECONDS - (time.monotonic() - began)))
 
 
-def _kill_group(pid: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pid, signal.SIGKILL)
+def _environ(spec: EnvSpec) -> dict[str, str]:
+    return {**os.environ, **{k: str(v) for k, v in (spec.options.get("env") or {}).items()}}
 
 
 def _subprocess_check(spec: EnvSpec, bundle_dir: Path) -> list[Problem]:
@@ -265,7 +243,7 @@ def _subprocess_describe(spec: EnvSpec, bundle_dir: Path) -> list[Tool] | None:
             capture_output=True,
             text=True,
             timeout=30,
-            env={**os.environ, **{k: str(v) for k, v in (spec.options.get("env") or {}).items()}},
+            env=_environ(spec),
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise RuntimeError(f"could not run {command!r} to list its tools: {exc}") from None

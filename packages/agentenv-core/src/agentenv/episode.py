@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import functools
 import inspect
 import logging
@@ -25,11 +26,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from . import procs
 from .bundle import BASH_TOOL, Bundle, RewardSpec, Task, effective_tools
 from .env import Env, Tool, render_result
 from .errors import EnvCrashed
 from .plugins import Plugins, plugins
 from .schema import argument_errors
+from .threads import ToolThreads, default_pool
 from .verifiers import Check, ToolRecord, as_score, runs_on_loop
 from .wire import EpisodeResult, Failure, Outcome, Purpose, Seconds
 
@@ -78,8 +81,10 @@ class Episode:
         episode_id: str | None = None,
         plugin_set: Plugins | None = None,
         purpose: Purpose = "play",
+        threads: ToolThreads | None = None,
     ) -> None:
         self.bundle = bundle
+        self.threads = threads or default_pool()  # sync tools, deploys, teardowns and verifiers run here
         self.purpose: Purpose = purpose
         self.task = task
         self.episode_id = episode_id or uuid.uuid4().hex
@@ -185,7 +190,7 @@ class Episode:
         try:
             async with asyncio.timeout(self.deploy_timeout):
                 for env in self.envs.values():
-                    await _call(env.deploy)
+                    await self._run(env.deploy)
                 if self.toolset.bash:
                     self._scratch = Path(tempfile.mkdtemp(prefix=f"agentenv-{self.task.id}-"))
         except TimeoutError:
@@ -194,6 +199,10 @@ class Episode:
                 "deploy",
                 f"deploy took longer than its deadline ({self.deploy_timeout:g} s)",
             )
+        except OSError as exc:
+            # out of file descriptors, processes or memory: the host's state, not the env's (replayed elsewhere)
+            scarce = exc.errno in (errno.EMFILE, errno.ENFILE, errno.EAGAIN, errno.ENOMEM)
+            failure = ("out_of_resources" if scarce else "deploy", "deploy", f"{type(exc).__name__}: {exc}")
         except Exception as exc:
             failure = ("deploy", "deploy", f"{type(exc).__name__}: {exc}")
         finally:
@@ -246,7 +255,7 @@ class Episode:
                 await self._deploy_task
         for name, env in self.envs.items():
             try:
-                await asyncio.wait_for(_call(env.teardown), max(self.deploy_timeout, 30.0))
+                await asyncio.wait_for(self._run(env.teardown), max(self.deploy_timeout, 30.0))
             except Exception:
                 log.exception("teardown of env %r (task %r) failed", name, self.task.id)
         if self._scratch is not None:
@@ -310,8 +319,8 @@ class Episode:
         if is_async:
             return await method(**args) if not isinstance(method, functools.partial) else await method(args)
         if isinstance(method, functools.partial):
-            return await _maybe_await(await asyncio.to_thread(method, args))
-        return await _maybe_await(await asyncio.to_thread(lambda: method(**args)))
+            return await _maybe_await(await self.threads.run(method, args))
+        return await _maybe_await(await self.threads.run(lambda: method(**args)))
 
     def _record(self, name: str, args: Any, answer: str, *, error: bool) -> Step:
         self.calls.append(ToolRecord(name, dict(args) if isinstance(args, dict) else {}, answer, error))
@@ -333,7 +342,7 @@ class Episode:
                 for spec in turn.verifiers:
                     where = f"verifier {spec.id!r} ({spec.kind})"
                     verify = self.bundle.verifiers[(self.task.id, spec.id)]
-                    self._scores[spec.id] = as_score(await _call(verify, check), where)
+                    self._scores[spec.id] = as_score(await self._run(verify, check), where)
         except TimeoutError:
             failure = (
                 "deadline",
@@ -377,6 +386,19 @@ class Episode:
         spec = RewardSpec(rule=rule) if isinstance(rule, str) else rule
         return float(self._plugins.reward_rule(spec.rule).combine(scores, spec.params))
 
+    async def _run(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """Await ``fn`` on the loop when it is async; run it on the pool when it may block."""
+        if _is_async(fn):
+            return await fn(*args)
+        return await _maybe_await(await self.threads.run(fn, *args))
+
+    def abandon(self, kind: str, message: str) -> None:
+        """Fail the episode from outside (its client went away mid-call, the server is shutting down).
+
+        ``kind`` is a row of the fault table; ``close()`` then tears it down as usual.
+        """
+        self._fail(kind, "session", message)
+
     def _fail(self, kind: str, stage: str, message: str) -> None:
         if self._result is None:
             self._result = self._finish("failed", failure=Failure(kind, stage, message))
@@ -401,28 +423,32 @@ class Episode:
         )
 
     async def _bash(self, args: Mapping[str, Any]) -> str:
-        proc = await asyncio.create_subprocess_exec(
-            "bash",
-            "-c",
-            str(args["command"]),
-            cwd=self._scratch,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.STDOUT,
-            start_new_session=True,
-        )
+        # an owned process (agentenv.procs): its own group, killed with what it started once the command exits
+        child = await procs.spawn(["bash", "-c", str(args["command"])], cwd=self._scratch, stdin=False,
+                                  stderr_to_stdout=True)  # fmt: skip
+        kept: list[bytes] = []
+        reader = asyncio.ensure_future(_read_capped(child.stdout, kept, BASH_OUTPUT_LIMIT + 1))
         try:
-            out, _ = await proc.communicate()
-        except BaseException:
-            with contextlib.suppress(ProcessLookupError):
-                import os
-                import signal
-
-                os.killpg(proc.pid, signal.SIGKILL)
-            raise
-        text = out.decode(errors="replace")
+            await asyncio.shield(child.exited)
+            # what it wrote is in the pipe, unless a background child holds the pipe open: stop after a moment
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(reader), 0.2)
+        finally:
+            reader.cancel()
+            await child.end()
+        text = b"".join(kept).decode(errors="replace")
         if len(text) > BASH_OUTPUT_LIMIT:
             text = text[:BASH_OUTPUT_LIMIT] + f"\n[output cut at {BASH_OUTPUT_LIMIT} characters]"
-        return f"{text}\n[exit code {proc.returncode}]"
+        return f"{text}\n[exit code {child.returncode}]"
+
+
+async def _read_capped(stream: asyncio.StreamReader, kept: list[bytes], limit: int) -> None:
+    """Read ``stream`` to its end, keeping its first ``limit`` bytes (the rest is read and dropped)."""
+    size = 0
+    while chunk := await stream.read(65536):
+        if size < limit:
+            kept.append(chunk[: limit - size])
+        size += len(chunk)
 
 
 BASH = Tool(
@@ -443,10 +469,3 @@ async def _maybe_await(value: Any) -> Any:
 
 def _is_async(fn: Callable[..., Any]) -> bool:
     return runs_on_loop(fn)
-
-
-async def _call(fn: Callable[..., Any], *args: Any) -> Any:
-    """Await ``fn`` on the loop when it is async; run it in a thread when it may block."""
-    if _is_async(fn):
-        return await fn(*args)
-    return await _maybe_await(await asyncio.to_thread(fn, *args))

@@ -34,7 +34,7 @@ from .faults import RULES
 from .logs import warn_once
 from .rollout import Rollout
 from .settings import Shared
-from .transport import Closed, ErrorFrame, Refused, Transport, TransportError, Unreachable
+from .transport import Closed, ErrorFrame, Overloaded, Refused, Transport, TransportError, Unreachable
 from .wire import Code, EpisodeResult, Event, Failure, Op, Purpose, Started, Tool, ToolAnswer, TurnAnswer
 
 __all__ = ["Session", "Shared", "Started", "ToolAnswer", "TurnAnswer", "lost_error", "mismatch", "unauthorized"]
@@ -86,12 +86,15 @@ def _from_transport(exc: TransportError, shared: Shared, stage: str) -> AgentEnv
         if exc.status == 401:
             return unauthorized(shared)
         return lost_error("unreachable", stage, f"{url} refused the session with HTTP {exc.status}: {exc.body[:200]}")
+    if isinstance(exc, Overloaded):
+        return lost_error("out_of_resources", stage, f"{url}: {exc}", AtCapacity)
     if isinstance(exc, Unreachable):
+        hint = "" if shared.waits_for_server else "; waits_for_server=True waits for it within reset_timeout"
         return lost_error(
             "unreachable",
             stage,
             f"no agentenv server answered at {url} ({exc}). Start one (agentenv serve BUNDLE --port PORT) or fix "
-            "the URL; waits_for_server=True waits for it within reset_timeout",
+            f"the URL{hint}",
         )
     if isinstance(exc, Closed):
         if exc.code == 1012:
@@ -239,7 +242,7 @@ class Session:
                 if reused and exc.failure.kind in ("connection_lost", "restarting", "idle"):
                     continue  # the connection of the previous episode was gone; this episode never started
                 waits = self.shared.waits_for_server and exc.failure.kind in _WAITED
-                if not waits or time.monotonic() + delay > deadline:
+                if not waits or time.monotonic() >= deadline:
                     if waits:
                         waited = (
                             f" (waited {time.monotonic() - began:.0f} s, reset_timeout={self.shared.reset_timeout:g})"
@@ -247,10 +250,15 @@ class Session:
                         raise type(exc)(f"{exc}{waited}", failure=exc.failure) from None
                     raise
                 warn_once(
-                    log, f"wait:{self.shared.url}", "waiting for the agentenv server at %s: %s", self.shared.url, exc
+                    log,
+                    f"wait:{self.shared.url}",
+                    "waiting for the agentenv server at %s (up to reset_timeout=%g s): %s",
+                    self.shared.url,
+                    self.shared.reset_timeout,
+                    exc,
                 )
                 slept = time.monotonic()
-                await asyncio.sleep(delay)
+                await asyncio.sleep(min(delay, max(0.0, deadline - slept)))  # the last try comes at the deadline
                 self.env_seconds += time.monotonic() - slept  # waiting for the server is env time
                 delay = min(delay * 2, 2.0)
         if obs.event == Event.ERROR and obs.problem is not None:

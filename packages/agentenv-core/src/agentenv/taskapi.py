@@ -63,7 +63,7 @@ class _Client:
             except httpx.TransportError as exc:
                 left = began + shared.reset_timeout - time.monotonic()
                 why = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-                if not shared.waits_for_server or left < delay:
+                if not shared.waits_for_server or left <= 0:
                     waited = f" (waited {time.monotonic() - began:.0f} s)" if shared.waits_for_server else ""
                     hint = (
                         "" if shared.waits_for_server else "; waits_for_server=True waits for it within reset_timeout"
@@ -71,8 +71,9 @@ class _Client:
                     raise lost_error("unreachable", "task api", f"no agentenv server answered at {shared.url} "
                                      f"({why}){waited}. Start one (agentenv serve BUNDLE --port PORT) or fix the URL"
                                      f"{hint}") from None  # fmt: skip
-                warn_once(log, f"wait:{shared.url}", "waiting for the agentenv server at %s: %s", shared.url, why)
-                time.sleep(delay)
+                warn_once(log, f"wait:{shared.url}", "waiting for the agentenv server at %s (up to reset_timeout="
+                          "%g s): %s", shared.url, shared.reset_timeout, why)  # fmt: skip
+                time.sleep(min(delay, left))  # the last try comes at the deadline
                 delay = min(delay * 2, 2.0)
         if response.status_code == 401:
             raise unauthorized(shared)

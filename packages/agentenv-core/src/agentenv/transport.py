@@ -4,17 +4,19 @@ The client sends ``{"type": "reset" | "step" | "state" | "close", "data": {...}}
 ``{"type": "observation", "data": {"observation": {...}, "reward": ..., "done": ...}}``, ``{"type":
 "state", "data": {...}}`` or ``{"type": "error", "data": {"message": ..., "code": ...}}``. This module
 knows nothing of agentenv's frames (``agentenv.wire``): it moves OpenEnv's, and says what went wrong
-as ``Unreachable``, ``Refused``, ``ErrorFrame`` or ``Closed``.
+as ``Unreachable`` (nothing listening), ``Overloaded`` (listening, but no handshake in time; or this
+process is out of file descriptors), ``Refused``, ``ErrorFrame`` or ``Closed``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import errno
 import json
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["Closed", "ErrorFrame", "Refused", "Transport", "TransportError", "Unreachable"]
+__all__ = ["Closed", "ErrorFrame", "Overloaded", "Refused", "Transport", "TransportError", "Unreachable"]
 
 MAX_FRAME = 64 * 1024 * 1024  # answers (tool output, a task's tools) may be large; the server bounds requests
 
@@ -25,6 +27,15 @@ class TransportError(Exception):
 
 class Unreachable(TransportError):
     """Nothing accepted the connection (refused, unreachable, or the handshake timed out)."""
+
+
+class Overloaded(Unreachable):
+    """The server accepted the TCP connection but did not finish the handshake in time (it is overloaded or out
+    of file descriptors), or this process could not open a socket (``local``: out of file descriptors)."""
+
+    def __init__(self, message: str, *, local: bool = False) -> None:
+        self.local = local
+        super().__init__(message)
 
 
 class Refused(TransportError):
@@ -107,7 +118,15 @@ class Transport:
             body = response.body.decode(errors="replace") if response.body else ""
             raise Refused(response.status_code, body) from None
         except (OSError, TimeoutError, InvalidHandshake) as exc:
-            raise Unreachable(f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__) from None
+            why = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+            if isinstance(exc, OSError) and exc.errno in (errno.EMFILE, errno.ENFILE):
+                raise Overloaded(f"this process could not open a socket ({why}); raise its limit (ulimit -n) or "
+                                 "run fewer sessions in it", local=True) from None  # fmt: skip
+            if isinstance(exc, TimeoutError) and await _listening(self.url):
+                raise Overloaded(f"the server accepted the connection but did not answer the WebSocket handshake "
+                                 f"within {self.open_timeout:g} s: it is overloaded or out of file "
+                                 "descriptors") from None  # fmt: skip
+            raise Unreachable(why) from None
 
     async def request(self, kind: str, data: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """Send a ``kind`` frame and return the data of the answer (an observation's or a state's).
@@ -183,3 +202,17 @@ class Transport:
         transport = getattr(ws, "transport", None)
         if transport is not None:
             transport.abort()  # the server sees the connection end and frees the session's slot at once
+
+
+async def _listening(url: str) -> bool:
+    """Whether something accepts TCP connections at ``url``'s host and port (a handshake timed out: which way?)."""
+    from urllib.parse import urlparse
+
+    parsed = urlparse(url)
+    port = parsed.port or (443 if parsed.scheme == "wss" else 80)
+    try:
+        _, writer = await asyncio.wait_for(asyncio.open_connection(parsed.hostname, port), 2.0)
+    except (OSError, TimeoutError):
+        return False
+    writer.close()
+    return True

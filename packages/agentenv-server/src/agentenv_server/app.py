@@ -3,8 +3,9 @@
 The app is OpenEnv's own (``HTTPEnvServer`` routes on a FastAPI app): an episode is an OpenEnv
 session on ``/ws`` (``environment.BundleEnvironment``), the tasks are OpenEnv's Task API, and
 ``GET /agentenv`` answers ``agentenv.wire.ServerInfo`` (the protocol version, splits and limits).
-agentenv adds, as ASGI middleware (``guard``), bearer-token auth, a frame size limit, idle reaping,
-and teardown of every episode at shutdown.
+agentenv adds, as ASGI middleware (``guard``), bearer-token auth, admission (capacity and file
+descriptors), frame checks, idle reaping and cancellation of abandoned calls; and teardown of every
+episode at shutdown (``close_sessions``; ``runner.Server`` bounds it by a grace period).
 """
 
 from __future__ import annotations
@@ -23,25 +24,41 @@ from agentenv import wire
 from agentenv.bundle import Bundle, load_bundle
 from agentenv.episode import RewardArg
 from agentenv.errors import AgentEnvError
-from fastapi import FastAPI
+from agentenv.threads import ToolThreads, pool_size
+from fastapi import FastAPI, Response
 from openenv.core.env_server.exceptions import SessionCapacityError
 from openenv.core.env_server.http_server import HTTPEnvServer
 from openenv.core.env_server.interfaces import Environment
 
 from .environment import BundleEnvironment, EpisodeAction, EpisodeObservation, Served
 from .guard import Guard, GuardState
+from .limits import FdBudget, QuietAcceptErrors, fds_per_session
 
-__all__ = ["DEFAULT_MAX_CONCURRENT_ENVS", "EpisodeAction", "EpisodeObservation", "build_app", "close_sessions"]
+__all__ = [
+    "DEFAULT_MAX_CONCURRENT_ENVS",
+    "DEFAULT_MAX_MESSAGE_BYTES",
+    "EpisodeAction",
+    "EpisodeObservation",
+    "build_app",
+    "close_sessions",
+]
 
 log = logging.getLogger("agentenv.server")
 
 DEFAULT_MAX_CONCURRENT_ENVS = 64
-DEFAULT_MAX_MESSAGE_BYTES = 4 * 1024 * 1024
+DEFAULT_MAX_MESSAGE_BYTES = 4 * 1024 * 1024  # larger frames get MESSAGE_TOO_LARGE; the session goes on
+MIN_FRAME_BYTES = 16 * 1024 * 1024  # larger frames end the connection (close code 1009): see max_frame_bytes
 MAX_CONCURRENT_ENVS_VAR = "MAX_CONCURRENT_ENVS"
 
 
 class _AgentEnvHTTPServer(HTTPEnvServer):
-    """OpenEnv's server, with a capacity error that says what to change."""
+    """OpenEnv's server, with a capacity error that says what to change (a backstop: the guard admits first)."""
+
+    # what to change when the server is full; a host with replicas says more
+    capacity_fix = (
+        f"start the server with more: max_concurrent_envs= (build_app) or --max-concurrent-envs (agentenv serve) "
+        f"or the {MAX_CONCURRENT_ENVS_VAR} environment variable"
+    )
 
     # what to change when the server is full; agentenv_server.ray's replicas say more (replicas)
     capacity_fix = (
@@ -71,6 +88,8 @@ def build_app(
     reset_timeout: float = 300.0,
     idle_timeout: float | None = 900.0,
     max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+    max_frame_bytes: int | None = None,
+    tool_threads: int | None = None,
 ) -> FastAPI:
     """Serve ``bundle`` as an OpenEnv environment server (a FastAPI app; run it with uvicorn).
 
@@ -79,6 +98,14 @@ def build_app(
     ``reward``: a reward rule (name or callable over the scores) for every task, instead of each
     task's own. ``tool_timeout`` / ``reset_timeout``: deadlines of a tool call and of a deploy.
     ``idle_timeout``: seconds without a message before a session is closed and its episode torn down.
+    ``max_message_bytes``: a larger frame is answered ``MESSAGE_TOO_LARGE`` and the session goes on.
+    ``max_frame_bytes``: a larger frame is not read: the connection ends with close code 1009 (default: the
+    larger of 16 MiB and 4 x ``max_message_bytes``; uvicorn's ``ws_max_size``).
+    ``tool_threads``: the pool that runs sync tools, deploys, teardowns and verifiers (default:
+    ``$AGENTENV_TOOL_THREADS``, else 32); async envs run on the event loop.
+
+    The soft limit on open files is raised to the hard limit, and the sessions are capped to what it
+    leaves room for (``app.state.capacity_note`` says how many and why).
     """
     if not isinstance(bundle, Bundle):
         bundle = load_bundle(bundle)
@@ -92,8 +119,19 @@ def build_app(
             problems = list(plugins().reward_rule(spec.rule).check(spec.params, task.step_ids))
             if problems:
                 raise AgentEnvError(f"reward={reward!r} does not fit task {task.id!r}: {'; '.join(map(str, problems))}")
-    capacity = _capacity(max_concurrent_envs)
-    served = Served(bundle=bundle, tool_timeout=tool_timeout, reset_timeout=reset_timeout, reward=reward)
+    requested = _capacity(max_concurrent_envs)
+    fds = FdBudget.at_start(fds_per_session(bundle))
+    capacity = fds.sessions(requested)
+    note = fds.describe(capacity)
+    if capacity < requested:
+        need = requested * fds.per_session
+        note = (f"max_concurrent_envs={requested} needs about {need} file descriptors, more than "
+                f"the limit of {fds.limit} leaves room for: serving at most {capacity} sessions. Raise the limit "
+                "(ulimit -n, systemd LimitNOFILE=) or lower --max-concurrent-envs")  # fmt: skip
+        log.warning("%s", note)
+    QuietAcceptErrors.install()
+    served = Served(bundle=bundle, tool_timeout=tool_timeout, reset_timeout=reset_timeout, reward=reward,
+                    threads=ToolThreads(pool_size(tool_threads)))  # fmt: skip
     app = FastAPI(title=f"agentenv: {bundle.name}", description=bundle.description)
     server = _AgentEnvHTTPServer(
         env=functools.partial(BundleEnvironment, served),
@@ -103,6 +141,11 @@ def build_app(
         env_name=bundle.name,
     )
     server.register_routes(app)
+
+    @app.head("/health", include_in_schema=False)
+    async def health_head() -> Response:
+        """``HEAD /health`` for load balancers and probes (OpenEnv serves ``GET`` only)."""
+        return Response(status_code=200)
 
     @app.get("/agentenv", tags=["agentenv"])
     async def info() -> dict[str, object]:
@@ -122,34 +165,38 @@ def build_app(
         ).model_dump()
 
     async def teardown_all() -> None:
-        """On shutdown (SIGTERM), end every episode still running before the process exits."""
-        live = list(served.live)
-        if live:
-            log.info("tearing down %d running episode(s)", len(live))
-        await asyncio.gather(*(env.end_episode() for env in live), return_exceptions=True)
+        """On shutdown, end every episode still running before the process exits."""
+        await close_sessions(app)
         if guard.reaper is not None:
             guard.reaper.cancel()
             guard.reaper = None
 
     app.router.on_shutdown.insert(0, teardown_all)
     guard = GuardState(token=token.encode() if token else None, max_message_bytes=max_message_bytes,
-                        idle_timeout=idle_timeout)  # fmt: skip
+                       idle_timeout=idle_timeout, capacity=capacity, fds=fds,
+                       capacity_fix=lambda: server.capacity_fix)  # fmt: skip
     app.add_middleware(Guard, state=guard)
     app.state.agentenv = served
     app.state.openenv = server
     app.state.max_message_bytes = max_message_bytes
+    app.state.max_frame_bytes = max_frame_bytes or max(MIN_FRAME_BYTES, 4 * max_message_bytes)
     app.state.guard = guard
+    app.state.capacity_note = note
     return app
 
 
 async def close_sessions(app: FastAPI) -> int:
     """Close every open session of ``app`` with code 1012, refuse new ones, and tear every episode down.
 
-    For hosts that do not close WebSockets at shutdown themselves (a Ray Serve replica). Returns how
-    many sessions were open.
+    Calls in flight are cancelled (sync tools abandoned on their threads) and their episodes fail as
+    ``restarting``. Returns once every episode is torn down; callers bound it (``runner.Server`` by the
+    shutdown grace). Returns how many sessions were open.
     """
+    served: Served = app.state.agentenv
     closed = await app.state.guard.close_all()
-    live = list(app.state.agentenv.live)
+    live = list(served.live)
+    if live:
+        log.info("tearing down %d running episode(s)", len(live))
     await asyncio.gather(*(env.end_episode() for env in live), return_exceptions=True)
     return closed
 

@@ -35,6 +35,34 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--idle-timeout", type=float, default=900.0, help="seconds before an idle session is closed")
     parser.add_argument("--ping-interval", type=float, default=20.0, help="keepalive ping period (half-open reaping)")
     parser.add_argument("--reward", help="a reward rule applied to every task instead of its own (e.g. mean)")
+    parser.add_argument(
+        "--shutdown-grace",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help="on SIGTERM, how long episodes may take to tear down before their env programs are killed (default 10)",
+    )
+    parser.add_argument(
+        "--tool-threads",
+        type=int,
+        metavar="N",
+        help="threads for sync tools, deploys and verifiers (default: $AGENTENV_TOOL_THREADS, else 32); async envs "
+        "run on the event loop",
+    )
+    parser.add_argument(
+        "--max-message-bytes",
+        type=int,
+        default=4 * 1024 * 1024,
+        metavar="N",
+        help="a larger frame is answered MESSAGE_TOO_LARGE and the session goes on (default 4 MiB)",
+    )
+    parser.add_argument(
+        "--max-frame-bytes",
+        type=int,
+        metavar="N",
+        help="a larger frame is not read: the connection ends with close code 1009 (default: 16 MiB or 4x "
+        "--max-message-bytes, whichever is larger)",
+    )
     parser.add_argument("--log-level", default="info", help="uvicorn log level (default: info)")
     ray = parser.add_argument_group("Ray Serve (pip install 'agentenv-server[ray]')")
     ray.add_argument("--ray", action="store_true", help="serve on Ray Serve: replicas behind one address")
@@ -60,10 +88,10 @@ def read_token(var: str | None) -> str | None:
 
 def run(args: argparse.Namespace) -> int:
     """Serve until SIGTERM or Ctrl-C; every running episode is torn down before exit."""
-    import uvicorn
+    from agentenv import procs
 
     from .app import build_app
-    from .runner import is_loopback, uvicorn_config
+    from .runner import Server, is_loopback, uvicorn_config
 
     token = read_token(args.token_var)
     if token is None and not is_loopback(args.host) and not args.allow_no_token:
@@ -85,7 +113,11 @@ def run(args: argparse.Namespace) -> int:
         tool_timeout=args.tool_timeout,
         reset_timeout=args.reset_timeout,
         idle_timeout=args.idle_timeout,
+        max_message_bytes=args.max_message_bytes,
+        max_frame_bytes=args.max_frame_bytes,
+        tool_threads=args.tool_threads,
     )
+    procs.own_all_children()  # every program an env starts dies with this server, however it exits
     bundle = app.state.agentenv.bundle
     auth = f"bearer token from ${args.token_var}" if token else "no token"
     print(
@@ -94,12 +126,15 @@ def run(args: argparse.Namespace) -> int:
         file=sys.stderr,
         flush=True,
     )
+    print(f"agentenv: {app.state.capacity_note}; {app.state.agentenv.threads.size} tool threads; shutdown grace "
+          f"{args.shutdown_grace:g} s", file=sys.stderr, flush=True)  # fmt: skip
     config = uvicorn_config(app, host=args.host, port=args.port, ping_interval=args.ping_interval,
-                            ping_timeout=args.ping_interval, log_level=args.log_level)  # fmt: skip
+                            ping_timeout=args.ping_interval, log_level=args.log_level,
+                            grace=args.shutdown_grace)  # fmt: skip
     # uvicorn shuts down gracefully on SIGTERM, then raises the signal again; this handler makes that
     # second delivery a clean exit (status 0) instead of death by signal
     signal.signal(signal.SIGTERM, _exit_cleanly)
-    uvicorn.Server(config).run()
+    Server(config, grace=args.shutdown_grace, watchdog=True).run()
     return 0
 
 

@@ -8,9 +8,10 @@ an ``error`` observation naming the fix, and the session goes on.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
+import contextlib
 import contextvars
 import logging
+from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +22,7 @@ import_openenv()  # before any openenv import: keeps OpenEnv's Gradio UI out of 
 from agentenv import wire
 from agentenv.bundle import Bundle, Task
 from agentenv.episode import Episode, RewardArg, Step
+from agentenv.threads import ToolThreads
 from agentenv.wire import Code, Event, Op, Problem, TaskRow, ToolsetInfo
 from openenv.core.env_server.interfaces import Environment
 from openenv.core.env_server.types import Action, EnvironmentMetadata, Observation, State
@@ -49,9 +51,17 @@ class Served:
     tool_timeout: float
     reset_timeout: float
     reward: RewardArg
+    threads: ToolThreads
     live: set[BundleEnvironment] = field(default_factory=set)
     loop: asyncio.AbstractEventLoop | None = None
     episodes_started: int = 0
+    background: set[asyncio.Task[Any]] = field(default_factory=set)
+
+    def in_background(self, coro: Coroutine[Any, Any, Any]) -> None:
+        """Run ``coro`` as a task on the running loop, holding on to it until it is done."""
+        task = asyncio.get_running_loop().create_task(coro)
+        self.background.add(task)
+        task.add_done_callback(self.background.discard)
 
 
 current_connection: contextvars.ContextVar[Connection | None] = contextvars.ContextVar(
@@ -67,11 +77,16 @@ class BundleEnvironment(Environment[EpisodeAction, EpisodeObservation, State]):
     """One OpenEnv session: plays one episode of the bundle at a time."""
 
     SUPPORTS_CONCURRENT_SESSIONS = True
+    # OpenEnv gives each session a thread of its own to create and close its env in, unless the env asks for one
+    # thread shared by every session. This env's work runs on the event loop (and sync tools on the server's
+    # bounded pool): one shared thread, so sessions cost no thread each.
+    REQUIRES_SINGLE_THREAD_EXECUTOR = True
 
     def __init__(self, served: Served) -> None:
         super().__init__()
         self._served = served
         self._episode: Episode | None = None
+        self._ending: Episode | None = None  # the last episode ended, whose teardown may still run
         self._steps = 0  # a plain counter: OpenEnv's State validates every assignment
 
     # -- episodes ----------------------------------------------------------------------------
@@ -116,6 +131,7 @@ class BundleEnvironment(Environment[EpisodeAction, EpisodeObservation, State]):
             reward=served.reward,
             episode_id=episode_id,
             purpose=purpose,  # type: ignore[arg-type]
+            threads=served.threads,
         )
         self._episode = episode
         served.live.add(self)
@@ -210,12 +226,23 @@ class BundleEnvironment(Environment[EpisodeAction, EpisodeObservation, State]):
             deployed=episode.deployed,
         )
 
+    def abandon(self, kind: str, message: str) -> None:
+        """Fail the running episode as ``kind`` (a row of the fault table): its client went, the server stops."""
+        if self._episode is not None:
+            self._episode.abandon(kind, message)
+
     async def end_episode(self) -> None:
-        """Tear the running episode down (at the end of the session, at shutdown, when the client goes)."""
-        episode, self._episode = self._episode, None
-        self._served.live.discard(self)
-        if episode is not None:
-            await episode.close()
+        """Tear the running episode down (at the end of the session, at shutdown, when the client goes); returns
+        once it is torn down, also when a teardown begun elsewhere is still running."""
+        episode = self._episode or self._ending
+        self._episode, self._ending = None, episode
+        if episode is None:
+            return
+        try:
+            await episode.close()  # once per episode: a second caller waits for the same teardown
+        finally:
+            if self._episode is None:
+                self._served.live.discard(self)
 
     def reset(self, seed: int | None = None, episode_id: str | None = None, **kwargs: Any) -> EpisodeObservation:
         raise NotImplementedError("agentenv episodes run on the event loop (reset_async)")
@@ -229,24 +256,23 @@ class BundleEnvironment(Environment[EpisodeAction, EpisodeObservation, State]):
         return State(episode_id=episode_id, step_count=self._steps)
 
     def close(self) -> None:
-        """Tear the running episode down (OpenEnv calls this when the session ends)."""
+        """Tear the running episode down (OpenEnv calls this when the session ends, on its one shared thread).
+
+        Hands the teardown to the event loop and returns at once (teardowns run side by side); the guard
+        keeps the session's slot until the teardown is done.
+        """
         loop = self._served.loop
-        if self._episode is None:
-            return
-        if loop is None or loop.is_closed():
+        if self._episode is None or loop is None or loop.is_closed():
             return
         try:
             running = asyncio.get_running_loop()
         except RuntimeError:
             running = None
-        if running is loop:  # called on the loop itself: schedule, don't block it
-            loop.create_task(self.end_episode())
-            return
-        future = asyncio.run_coroutine_threadsafe(self.end_episode(), loop)
-        try:
-            future.result(timeout=self._served.reset_timeout + 30)
-        except concurrent.futures.TimeoutError:
-            log.error("teardown of episode %s took too long", self.state.episode_id)
+        if running is loop:
+            self._served.in_background(self.end_episode())
+        else:
+            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: nothing is left to tear down
+                loop.call_soon_threadsafe(lambda: self._served.in_background(self.end_episode()))
 
     def get_metadata(self) -> EnvironmentMetadata:
         bundle = self._served.bundle

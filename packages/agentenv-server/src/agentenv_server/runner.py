@@ -1,20 +1,31 @@
-"""Running the app: in a background thread (tests, ``AgentEnv.local``) or as ``agentenv serve``."""
+"""Running the app: in a background thread (tests, ``AgentEnv.local``) or as ``agentenv serve``, with a bounded
+shutdown (``Server``) and the token kept out of every log line."""
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
 import logging
+import math
+import os
 import socket
+import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import uvicorn
+from agentenv import procs
 
-from .app import DEFAULT_MAX_MESSAGE_BYTES
+from .app import MIN_FRAME_BYTES, close_sessions
 
-__all__ = ["ServerThread", "is_loopback", "redact_token", "uvicorn_config"]
+__all__ = ["DEFAULT_SHUTDOWN_GRACE", "Server", "ServerThread", "is_loopback", "redact_token", "uvicorn_config"]
+
+log = logging.getLogger("agentenv.server")
+
+DEFAULT_SHUTDOWN_GRACE = 10.0
+WATCHDOG_SLACK = 5.0  # past the grace, ``agentenv serve`` exits whatever is still running
 
 
 def uvicorn_config(
@@ -25,10 +36,11 @@ def uvicorn_config(
     ping_interval: float | None = 20.0,
     ping_timeout: float | None = 20.0,
     log_level: str = "warning",
-    graceful_seconds: int = 60,
+    grace: float = DEFAULT_SHUTDOWN_GRACE,
 ) -> uvicorn.Config:
-    """uvicorn settings for an agentenv app: keepalive pings reap half-open sockets, frames fit the app's limit."""
-    limit = getattr(getattr(app, "state", None), "max_message_bytes", DEFAULT_MAX_MESSAGE_BYTES)
+    """uvicorn settings for an agentenv app: keepalive pings reap half-open sockets, frames over the app's
+    ``max_frame_bytes`` end the connection (close code 1009), shutdown waits ``grace`` seconds at most."""
+    limit = getattr(getattr(app, "state", None), "max_frame_bytes", MIN_FRAME_BYTES)
     config = uvicorn.Config(
         app,
         host=host,
@@ -36,25 +48,89 @@ def uvicorn_config(
         log_level=log_level,
         ws_ping_interval=ping_interval,
         ws_ping_timeout=ping_timeout,
-        # the app answers an oversized frame itself; the transport limit sits well above it
-        ws_max_size=max(16 * 1024 * 1024, 4 * limit),
-        timeout_graceful_shutdown=graceful_seconds,
+        ws_max_size=limit,
+        timeout_graceful_shutdown=max(1, math.ceil(grace)),
         lifespan="on",
     )
     redact_token(app)  # after uvicorn set its log handlers up
     return config
 
 
+class Server(uvicorn.Server):
+    """uvicorn's server with agentenv's shutdown, bounded by ``grace`` seconds.
+
+    On SIGTERM (or ``should_exit``) it stops accepting, closes every session with code 1012 at once,
+    cancels the calls in flight (sync tools are abandoned on their threads), and tears every episode
+    down; what still runs when the grace is over (an env program that ignores its teardown) is killed.
+    With ``watchdog`` (``agentenv serve``), a process still alive ``WATCHDOG_SLACK`` seconds past the
+    grace exits regardless, status 1.
+    """
+
+    def __init__(self, config: uvicorn.Config, *, grace: float = DEFAULT_SHUTDOWN_GRACE, watchdog: bool = False):
+        super().__init__(config)
+        self.grace = grace
+        self.watchdog = watchdog
+
+    def handle_exit(self, sig: int, frame: Any) -> None:
+        if self.watchdog and not self.should_exit:
+            timer = threading.Timer(self.grace + WATCHDOG_SLACK, _exit_now, args=(self.grace,))
+            timer.daemon = True
+            timer.start()
+        super().handle_exit(sig, frame)
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        began = time.monotonic()
+        for server in self.servers:
+            server.close()  # no new connections while the sessions are closed
+        app = self.config.app
+        if getattr(getattr(app, "state", None), "guard", None) is not None:
+            try:
+                await asyncio.wait_for(close_sessions(app), self.grace)
+            except TimeoutError:
+                log.warning("episodes still tearing down after the shutdown grace of %g s: killed %d env process(es)",
+                            self.grace, procs.kill_all())  # fmt: skip
+        left = self.grace - (time.monotonic() - began)
+        self.config.timeout_graceful_shutdown = max(1, math.ceil(left))
+        await super().shutdown(sockets)
+        procs.kill_all()
+
+
+def _exit_now(grace: float) -> None:
+    killed = procs.kill_all()
+    print(f"agentenv: shutdown took longer than its grace ({grace:g} s + {WATCHDOG_SLACK:g}); exiting now"
+          + (f" (killed {killed} env process(es))" if killed else ""), file=sys.stderr, flush=True)  # fmt: skip
+    os._exit(1)
+
+
 class _Redact(logging.Filter):
+    """Replaces the token in a record's message and arguments, keeping their shape (formatters unpack them)."""
+
     def __init__(self, secret: str) -> None:
         super().__init__()
         self.secret = secret
 
     def filter(self, record: logging.LogRecord) -> bool:
-        message = record.getMessage()
-        if self.secret in message:
-            record.msg, record.args = message.replace(self.secret, "<token>"), ()
+        if isinstance(record.msg, str) and self.secret in record.msg:
+            record.msg = record.msg.replace(self.secret, "<token>")
+        args = record.args
+        if isinstance(args, Mapping):
+            record.args = {k: self._clean(v) for k, v in args.items()}
+        elif args:
+            record.args = tuple(self._clean(v) for v in args)
+        if record.exc_text and self.secret in record.exc_text:
+            record.exc_text = record.exc_text.replace(self.secret, "<token>")
         return True
+
+    def _clean(self, value: Any) -> Any:
+        if value is None or isinstance(value, int | float):
+            return value
+        if isinstance(value, bytes):
+            secret = self.secret.encode()
+            return value.replace(secret, b"<token>") if secret in value else value
+        if isinstance(value, str):
+            return value.replace(self.secret, "<token>") if self.secret in value else value
+        text = repr(value)  # a header list, a scope: shown as its repr, without the token
+        return text.replace(self.secret, "<token>") if self.secret in text or self.secret in str(value) else value
 
 
 def redact_token(app: Any, loggers: Sequence[str] = ()) -> None:
@@ -82,7 +158,8 @@ class ServerThread:
         self._sock.bind((host, port))
         self.host = host
         self.port = self._sock.getsockname()[1]
-        self.server = uvicorn.Server(uvicorn_config(app, host=host, port=self.port, **config))
+        self.server = Server(uvicorn_config(app, host=host, port=self.port, **config), grace=config.get("grace",
+                             DEFAULT_SHUTDOWN_GRACE))  # fmt: skip
         self._thread = threading.Thread(target=self._run, name=f"agentenv-server:{self.port}", daemon=True)
         self._error: BaseException | None = None
 
@@ -111,7 +188,7 @@ class ServerThread:
         return self
 
     def stop(self, timeout: float = 60.0) -> None:
-        """Shut down gracefully: clients are told the service restarts, every episode is torn down."""
+        """Shut down: clients are told the service restarts (1012), every episode is torn down (within the grace)."""
         if self._thread.is_alive():
             self.server.should_exit = True
             self._thread.join(timeout)

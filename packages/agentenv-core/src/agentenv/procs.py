@@ -1,0 +1,296 @@
+"""Processes agentenv starts for episodes (subprocess envs, the bash tool): owned, watched, and killed with all
+they start.
+
+**Ownership.** Each runs in a process group of its own and carries this process's tag in its environment
+(``$AGENTENV_OWNERS``, a ``:``-separated list its children inherit). Teardown kills the group. If this
+process dies, however it dies (SIGKILL included), its **reaper** kills every process carrying its tag: one
+small process per owner (``agentenv/_reaper.py``), started with the first owned process, that holds the
+read end of a lifeline pipe and acts when the pipe closes. A torn-down env's tag is swept by the reaper as
+well, so a child that left the group (a daemon that called ``setsid``) goes too.
+
+Why a reaper rather than ``PR_SET_PDEATHSIG``: the parent-death signal fires when the *thread* that forked
+the child exits (not the process), is not inherited by the child's own children, and needs a
+``preexec_fn`` (unsafe in a threaded process). The reaper finds every descendant that kept the variable,
+whichever group or session it is in, and costs one process per owner, not one per env.
+
+**Watching.** A process's exit is watched through a pidfd on the event loop (no thread; a thread per process
+where pidfds do not exist), not through its pipes: a program that dies while a child of it holds its pipes
+open is seen dead at once, with its exit code.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import threading
+import uuid
+import weakref
+from collections import deque
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+__all__ = [
+    "FDS_PER_CHILD",
+    "OWNERS_VAR",
+    "Child",
+    "kill_all",
+    "own_all_children",
+    "owned_environ",
+    "owner_tag",
+    "spawn",
+]
+
+OWNERS_VAR = "AGENTENV_OWNERS"
+STDERR_KEPT = 40
+FDS_PER_CHILD = 4  # what a Child holds open in this process: its stdin, stdout and stderr pipes, and a pidfd
+
+_lock = threading.Lock()
+_tag = uuid.uuid4().hex[:16]
+_reaper: int | None = None  # its pid
+_lifeline: int | None = None  # the write end; this process holds the only copy
+_children: weakref.WeakSet[Child] = weakref.WeakSet()
+
+
+def owner_tag() -> str:
+    """This process's tag (every process it starts for an episode carries it)."""
+    return _tag
+
+
+def owned_environ(base: Mapping[str, str] | None = None, *tags: str) -> dict[str, str]:
+    """``base`` (default: this process's environment) with this owner's tag, and ``tags``, in ``$AGENTENV_OWNERS``.
+
+    A Python env that starts programs of its own passes this as their ``env=``: they are then killed with
+    the server (or trainer) that runs the env, however it exits.
+    """
+    environ = dict(os.environ if base is None else base)
+    have = [t for t in environ.get(OWNERS_VAR, "").split(":") if t]
+    environ[OWNERS_VAR] = ":".join(dict.fromkeys([*have, _tag, *tags]))
+    return environ
+
+
+def own_all_children() -> None:
+    """Tag this process's own environment, so that every program it starts from now on, by any means (a Python
+    env's own subprocesses too), carries its tag and dies with it; and start the reaper.
+
+    For a process that only serves episodes (``agentenv serve``). A trainer serving in process
+    (``AgentEnv.local``) does not: its other helpers may be meant to outlive it.
+    """
+    os.environ[OWNERS_VAR] = owned_environ()[OWNERS_VAR]
+    _ensure_reaper()
+
+
+def _ensure_reaper() -> None:
+    """Start this process's reaper if it is not running (Linux only: it reads /proc)."""
+    global _reaper, _lifeline
+    if not sys.platform.startswith("linux"):
+        return
+    with _lock:
+        if _reaper is not None and _running(_reaper):
+            return
+        if _lifeline is not None:
+            with contextlib.suppress(OSError):
+                os.close(_lifeline)
+        read_end, write_end = os.pipe()  # both close-on-exec: no other program inherits the write end
+        try:
+            # posix_spawn, not Popen: nothing in this process waits for it or warns that it still runs at exit;
+            # its own session: a Ctrl-C or a group kill meant for the owner must not take it first
+            _reaper = os.posix_spawn(
+                sys.executable,
+                [sys.executable, "-I", "-S", str(Path(__file__).with_name("_reaper.py")), _tag],
+                os.environ,
+                file_actions=[(os.POSIX_SPAWN_DUP2, read_end, 0), (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0)],
+                setsid=True,
+            )
+        finally:
+            os.close(read_end)
+        _lifeline = write_end
+
+
+def _running(pid: int) -> bool:
+    try:
+        return os.waitpid(pid, os.WNOHANG) == (0, 0)
+    except ChildProcessError:
+        return False
+
+
+def _forget_in_child() -> None:
+    # a forked child (a trainer's worker) is an owner of its own: it must not hold the parent's lifeline open
+    global _reaper, _lifeline, _tag
+    if _lifeline is not None:
+        with contextlib.suppress(OSError):
+            os.close(_lifeline)
+    _reaper, _lifeline, _tag = None, None, uuid.uuid4().hex[:16]
+    _children.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_in_child)
+
+
+def _sweep(tag: str) -> None:
+    """Ask the reaper to kill whatever still carries ``tag`` (it scans /proc off this process's loop)."""
+    if _lifeline is None:
+        return
+    with contextlib.suppress(OSError):
+        os.write(_lifeline, f"sweep {tag}\n".encode())
+
+
+class Child:
+    """A program started by ``spawn``: its pipes as asyncio streams, its exit as a future, its stderr's tail."""
+
+    def __init__(self, popen: subprocess.Popen[bytes], tag: str, loop: asyncio.AbstractEventLoop) -> None:
+        self.popen = popen
+        self.pid = popen.pid
+        self.tag = tag
+        self.loop = loop
+        self.exited: asyncio.Future[int] = loop.create_future()
+        self.stderr_tail: deque[str] = deque(maxlen=STDERR_KEPT)
+        self.stdout = asyncio.StreamReader(limit=64 * 1024 * 1024, loop=loop)
+        self._stdin: asyncio.WriteTransport | None = None
+        self._transports: list[asyncio.BaseTransport] = []
+        self._stderr_done: asyncio.Future[None] = loop.create_future()
+
+    @property
+    def returncode(self) -> int | None:
+        """The exit code (negative: killed by that signal), or None while it runs."""
+        return self.exited.result() if self.exited.done() else None
+
+    async def _connect(self) -> None:
+        loop = self.loop
+        popen = self.popen
+        if popen.stdin is not None:
+            transport, _ = await loop.connect_write_pipe(asyncio.Protocol, popen.stdin)
+            self._stdin = transport  # type: ignore[assignment]
+            self._transports.append(transport)
+        if popen.stdout is not None:
+            transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(self.stdout), popen.stdout)
+            self._transports.append(transport)
+        if popen.stderr is not None:
+            transport, _ = await loop.connect_read_pipe(lambda: _Lines(self), popen.stderr)
+            self._transports.append(transport)
+        else:
+            self._stderr_done.set_result(None)
+        self._watch()
+
+    def _watch(self) -> None:
+        try:
+            pidfd = os.pidfd_open(self.pid)
+        except (AttributeError, OSError):  # no pidfds (an old kernel, not Linux): one waiting thread instead
+            threading.Thread(target=self._wait_thread, name=f"agentenv-wait-{self.pid}", daemon=True).start()
+            return
+
+        def ready() -> None:
+            self.loop.remove_reader(pidfd)
+            os.close(pidfd)
+            self._exit(self.popen.wait())
+
+        self.loop.add_reader(pidfd, ready)
+
+    def _wait_thread(self) -> None:
+        code = self.popen.wait()
+        with contextlib.suppress(RuntimeError):  # the loop closed: nobody is waiting any more
+            self.loop.call_soon_threadsafe(self._exit, code)
+
+    def _exit(self, code: int) -> None:
+        if not self.exited.done():
+            self.exited.set_result(code)
+
+    def write(self, data: bytes) -> None:
+        """Write to the program's stdin (buffered; raises ``BrokenPipeError`` once it is gone)."""
+        if self._stdin is None or self._stdin.is_closing():
+            raise BrokenPipeError(f"the stdin of process {self.pid} is closed")
+        self._stdin.write(data)
+
+    async def stderr_caught_up(self, seconds: float = 0.2) -> str:
+        """The last lines of stderr, once the reader reached its end (or after ``seconds``: a child may hold it)."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(self._stderr_done), seconds)
+        return "\n".join(self.stderr_tail)
+
+    def kill(self) -> None:
+        """SIGKILL the program's process group now, and have the reaper sweep its tag."""
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.pid, signal.SIGKILL)
+        _sweep(self.tag)
+
+    def close_pipes(self) -> None:
+        """Stop reading and writing (never waits for a pipe a child still holds)."""
+        for transport in self._transports:
+            transport.close()
+        self._transports.clear()
+
+    async def end(self, grace: float = 0.0) -> int | None:
+        """Wait up to ``grace`` seconds for the program to exit, then kill its group and close the pipes."""
+        if grace > 0 and not self.exited.done():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(self.exited), grace)
+        self.kill()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(self.exited), 5.0)
+        self.close_pipes()
+        _children.discard(self)
+        return self.returncode
+
+
+class _Lines(asyncio.Protocol):
+    """Keeps the last lines of a program's stderr."""
+
+    def __init__(self, child: Child) -> None:
+        self.child = child
+        self.partial = b""
+
+    def data_received(self, data: bytes) -> None:
+        *lines, self.partial = (self.partial + data).split(b"\n")
+        self.child.stderr_tail.extend(line.decode(errors="replace").rstrip() for line in lines)
+        if len(self.partial) > 65536:  # a line without end: keep its start
+            self.child.stderr_tail.append(self.partial[:65536].decode(errors="replace"))
+            self.partial = b""
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self.partial:
+            self.child.stderr_tail.append(self.partial.decode(errors="replace").rstrip())
+        if not self.child._stderr_done.done():
+            self.child._stderr_done.set_result(None)
+
+
+async def spawn(
+    argv: Sequence[str],
+    *,
+    cwd: str | Path | None = None,
+    env: Mapping[str, str] | None = None,
+    stdin: bool = True,
+    stderr_to_stdout: bool = False,
+) -> Child:
+    """Start ``argv`` owned by this process (see the module docstring): its own process group, this owner's tag
+    and one of its own in ``$AGENTENV_OWNERS``, pipes for stdin, stdout and stderr, its exit watched."""
+    _ensure_reaper()
+    tag = uuid.uuid4().hex[:16]
+    popen = subprocess.Popen(
+        list(argv),
+        cwd=cwd,
+        env=owned_environ(env, tag),
+        stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT if stderr_to_stdout else subprocess.PIPE,
+        start_new_session=True,
+    )
+    child = Child(popen, tag, asyncio.get_running_loop())
+    _children.add(child)
+    try:
+        await child._connect()
+    except BaseException:
+        child.kill()
+        raise
+    return child
+
+
+def kill_all() -> int:
+    """SIGKILL every live process this process owns, with its group (at shutdown, past its grace); returns how many."""
+    live = [c for c in list(_children) if not c.exited.done()]
+    for child in live:
+        child.kill()
+    return len(live)
