@@ -22,7 +22,7 @@ from tools.matrix import MATRIX  # the version matrix, kept as data
 
 nox.options.default_venv_backend = "uv"
 nox.options.reuse_venv = "yes"
-nox.options.sessions = ["lint", "unit", "docs", "trl", "verl", "ray", "harness", "lowest", "release"]
+nox.options.sessions = ["lint", "unit", "docs", "faults", "trl", "verl", "ray", "harness", "lowest", "release"]
 
 ROOT = Path(__file__).parent
 TORCH = "2.13.0"
@@ -80,6 +80,15 @@ def unit(session: nox.Session) -> None:
     """tests/unit: core, server, session layer and writers; no trainer installed."""
     _sync(session, "test")
     session.run(*PYTEST, "tests/unit", *_xdist(session), *session.posargs)
+
+
+@nox.session
+def faults(session: nox.Session) -> None:
+    """tests/faults: the fault matrix against real `agentenv serve` processes (and a trainer running AgentEnv.local,
+    so TRL is installed: its newest supported version)."""
+    _sync(session, "test")
+    _pip(session, f"trl=={TRL_VERSIONS[-1]}", *_torch_cpu(session))
+    session.run(*PYTEST, "tests/faults", *_xdist(session), *session.posargs, env={"TRL_EXPERIMENTAL_SILENCE": "1"})
 
 
 @nox.session

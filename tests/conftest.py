@@ -102,6 +102,7 @@ class ServeProcess:
             self.args = [sys.executable, "-c", _NOFILE, str(nofile), *self.args]
         self.env = {**os.environ, **(env or {})}
         self.proc: subprocess.Popen[str] | None = None
+        self.stdout = ""
 
     def start(self, timeout: float = 60.0) -> ServeProcess:
         self.proc = subprocess.Popen(self.args, env=self.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -118,15 +119,16 @@ class ServeProcess:
         raise RuntimeError(f"agentenv serve did not answer on {self.url} within {timeout} s")
 
     def terminate(self, timeout: float = 30.0) -> tuple[int, str]:
-        """SIGTERM; returns the exit code and stderr."""
+        """SIGTERM; returns the exit code and stderr (stdout, uvicorn's access log, is kept in ``stdout``)."""
         assert self.proc is not None
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
         try:
-            _, err = self.proc.communicate(timeout=timeout)
+            out, err = self.proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
             self.proc.kill()
-            _, err = self.proc.communicate()
+            out, err = self.proc.communicate()
+        self.stdout = out
         return self.proc.returncode, err
 
     def kill(self) -> None:

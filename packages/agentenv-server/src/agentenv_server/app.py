@@ -130,6 +130,7 @@ def build_app(
                 "(ulimit -n, systemd LimitNOFILE=) or lower --max-concurrent-envs")  # fmt: skip
         log.warning("%s", note)
     QuietAcceptErrors.install()
+    _warm(bundle)
     served = Served(bundle=bundle, tool_timeout=tool_timeout, reset_timeout=reset_timeout, reward=reward,
                     threads=ToolThreads(pool_size(tool_threads)))  # fmt: skip
     app = FastAPI(title=f"agentenv: {bundle.name}", description=bundle.description)
@@ -199,6 +200,15 @@ async def close_sessions(app: FastAPI) -> int:
         log.info("tearing down %d running episode(s)", len(live))
     await asyncio.gather(*(env.end_episode() for env in live), return_exceptions=True)
     return closed
+
+
+def _warm(bundle: Bundle) -> None:
+    """Compile the argument checks of the tools known at load, so the first episode does not pay for them."""
+    from agentenv.schema import argument_errors
+
+    for tools in bundle.env_tools.values():
+        for tool in tools or ():
+            argument_errors(tool.name, tool.parameters, {})
 
 
 def _capacity(max_concurrent_envs: int | None) -> int:
