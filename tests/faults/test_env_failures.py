@@ -16,7 +16,8 @@ def test_a_tool_past_its_deadline_fails_the_episode_and_frees_the_slot(matrix: M
     server = matrix.serve("--tool-timeout", "1", "--max-concurrent-envs", "1")
     shared = Shared(server.url, tool_timeout=1, reset_timeout=30)
     hung = run(play(shared, "echo", [("echo", {"text": "ping"}), ("hang", {"seconds": 60})], "ping", attempts=1))
-    after = run(play(shared, "echo", [("echo", {"text": "ping"})], "ping"))  # the one slot is free again
+    waiting = Shared(server.url, waits_for_server=True, reset_timeout=20)  # a few ms while the episode tears down
+    after = run(play(waiting, "echo", [("echo", {"text": "ping"})], "ping"))  # the one slot is free again
     matrix.saw(hung), matrix.saw(after)
     assert (hung.result.outcome, hung.result.failure.kind, hung.result.failure.stage) == ("failed", "deadline", "tool")
     assert "did not answer within its deadline (1 s)" in hung.result.failure.message
