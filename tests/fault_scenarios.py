@@ -144,7 +144,7 @@ class ScenarioServer:
             self._holder.start("echo")
         elif self.scenario.at_start == "leak":  # fewer descriptors left than the server keeps in reserve
             self._holder = SyncSession(Shared(self.url))
-            self._holder.start("echo")
+            self._holder.start("ops")
             self._holder.call("hold_fds", {"leave": 40})
 
     def midway(self) -> None:

@@ -62,7 +62,7 @@ def test_a_server_out_of_file_descriptors_is_told_from_no_server_and_its_log_is_
     impatient = Shared(server.url, reset_timeout=3)
 
     async def main() -> tuple[BaseException, BaseException, BaseException, object]:
-        await holder.start("echo")
+        await holder.start("ops")
         await holder.call("hold_fds", {"leave": 0})  # an env leaks every descriptor the server had left
         errors = []
         for shared in (impatient, impatient, nowhere):

@@ -41,7 +41,7 @@ def test_a_sigkilled_server_leaves_no_process_behind_and_its_clients_replay_afte
         ready: list[int] = []
 
         async def one(i: int) -> object:
-            task, text = ("proc-echo", "sub") if i % 2 else ("echo", "ping")
+            task, text = ("proc-echo", "sub") if i % 2 else ("ops", "ops")
 
             async def first(rollout: object) -> None:
                 if task == "proc-echo":  # a subprocess env's child; every fourth one in a session of its own
