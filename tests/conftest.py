@@ -25,6 +25,34 @@ INBOX = ROOT / "examples" / "bundles" / "inbox"
 ARITH = ROOT / "examples" / "bundles" / "arith"
 
 
+OPS_ENV = """
+  ops:
+    kind: python
+    target: fake_env:FakeOps
+"""
+OPS_TASK = """id: ops
+split: train
+toolset: {envs: [ops]}
+turns:
+- prompt: Echo 'ops' with the echo tool, then say it.
+  verifiers: [{id: answer-1, kind: python, check: fake_env:said_echo}]
+"""
+
+
+def with_ops(folder: Path) -> Path:
+    """A copy of the fake bundle in ``folder``, with the ``ops`` env (fake_env.FakeOps: it starts programs and leaks
+    descriptors) and a task ``ops`` using it: the fault matrix's bundle (the fake one's toolsets stay as they are)."""
+    import shutil
+
+    target = folder / "fake"
+    if not target.exists():
+        shutil.copytree(FAKE, target, ignore=shutil.ignore_patterns("__pycache__"))
+        text = (target / "bundle.yaml").read_text()
+        (target / "bundle.yaml").write_text(text.replace("\ndefaults:", OPS_ENV.rstrip() + "\ndefaults:", 1))
+        (target / "tasks" / "ops.yaml").write_text(OPS_TASK)
+    return target
+
+
 class Ledger:
     """What the fake env did, read from the file its $AGENTENV_FAKE_LEDGER points at."""
 

@@ -10,16 +10,18 @@ from __future__ import annotations
 
 import contextlib
 import json
+import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from agentenv.faults import RULES
 from agentenv.settings import Shared
 from agentenv.sync import SyncSession
 
-from tests.conftest import FAKE, ServeProcess
+from tests.conftest import FAKE, ServeProcess, with_ops
 
 __all__ = ["SCENARIOS", "Scenario", "ScenarioServer", "scenario_server"]
 
@@ -33,7 +35,8 @@ class Scenario:
     one slot). ``midway``: what happens after the episode started, before the first call (``kill``: SIGKILL,
     ``stop``: SIGTERM, ``idle``: the policy thinks past the server's idle_timeout). ``broken``: the server
     corrupts its first answer to a tool call. ``nofile``: the server's limit on open files (``at_start="leak"``:
-    another session's env leaks descriptors until the server has too few left for a new session).
+    another session's env leaks descriptors until the server has too few left for a new session: the fake bundle
+    with the ``ops`` env, ``tests.conftest.with_ops``).
     """
 
     kind: str
@@ -115,12 +118,17 @@ class ScenarioServer:
         self.process: ServeProcess | None = None
         self.thread: Any = None
         self._holder: SyncSession | None = None
+        self._folder: tempfile.TemporaryDirectory[str] | None = None
 
     def start(self) -> ScenarioServer:
         app = dict(self.scenario.app)
         if self.scenario.process:
             args = [f"--{k.replace('_', '-')}={v}" for k, v in app.items()]
-            self.process = ServeProcess(FAKE, *args, nofile=self.scenario.nofile).start()
+            bundle = FAKE
+            if self.scenario.at_start == "leak":
+                self._folder = tempfile.TemporaryDirectory()
+                bundle = with_ops(Path(self._folder.name))
+            self.process = ServeProcess(bundle, *args, nofile=self.scenario.nofile).start()
             return self
         from agentenv_server import ServerThread, build_app
 
@@ -166,6 +174,8 @@ class ScenarioServer:
             self.process.terminate()
         if self.thread is not None:
             self.thread.stop()
+        if self._folder is not None:
+            self._folder.cleanup()
 
 
 @contextlib.contextmanager

@@ -24,7 +24,7 @@ from agentenv.session import Session
 from agentenv.settings import Shared
 from agentenv.wire import EpisodeResult
 
-from tests.conftest import FAKE, Ledger, ServeProcess
+from tests.conftest import FAKE, Ledger, ServeProcess, with_ops
 
 MARK_VAR = "AGENTENV_FAULT_MARK"
 GONE_WITHIN = 5.0  # the issue's bound: no process of a killed owner is left after 5 s
@@ -120,6 +120,12 @@ def matrix(ledger: Ledger) -> Iterator[Matrix]:
         except OSError:
             pass
     assert not stray, f"processes left after the test: {stray}"
+
+
+@pytest.fixture(scope="session")
+def ops_bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The fake bundle with the ``ops`` env (programs it starts, descriptors it leaks) and its task ``ops``."""
+    return with_ops(tmp_path_factory.mktemp("ops"))
 
 
 Policy = Sequence[tuple[str, dict[str, Any]]]

@@ -4,6 +4,7 @@ them entirely, and no server at all, each told apart by the client."""
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 from agentenv.errors import AtCapacity, EpisodeLost, ServerUnavailable
 from agentenv.session import Session
@@ -55,8 +56,10 @@ def test_a_server_short_of_file_descriptors_sizes_itself_and_refuses_instead_of_
     assert "ulimit -n" in stderr
 
 
-def test_a_server_out_of_file_descriptors_is_told_from_no_server_and_its_log_is_not_flooded(matrix: Matrix) -> None:
-    server = matrix.serve("--max-concurrent-envs", "8", nofile=256)
+def test_a_server_out_of_file_descriptors_is_told_from_no_server_and_its_log_is_not_flooded(
+    matrix: Matrix, ops_bundle: Path
+) -> None:
+    server = matrix.serve("--max-concurrent-envs", "8", nofile=256, bundle=ops_bundle)
     holder = Session(Shared(server.url))
     nowhere = Shared(f"http://127.0.0.1:{free_port()}", reset_timeout=3)
     impatient = Shared(server.url, reset_timeout=3)

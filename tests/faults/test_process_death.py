@@ -31,9 +31,9 @@ def _alive(pid: int) -> bool:
 
 
 def test_a_sigkilled_server_leaves_no_process_behind_and_its_clients_replay_after_restart(
-    matrix: Matrix, ledger: Ledger
+    matrix: Matrix, ledger: Ledger, ops_bundle: Path
 ) -> None:
-    server = matrix.serve("--max-concurrent-envs", str(SESSIONS + 8))
+    server = matrix.serve("--max-concurrent-envs", str(SESSIONS + 8), bundle=ops_bundle)
     shared = Shared(server.url, waits_for_server=True, reset_timeout=120, tool_timeout=60)
 
     async def main() -> list[object]:
@@ -65,7 +65,8 @@ def test_a_sigkilled_server_leaves_no_process_behind_and_its_clients_replay_afte
         assert left == [], f"processes of the killed server still alive after 5 s: {left}"
         assert not any(_alive(pid) for pid in children)
 
-        await asyncio.to_thread(matrix.serve, "--max-concurrent-envs", str(SESSIONS + 8), port=server.port)
+        await asyncio.to_thread(matrix.serve, "--max-concurrent-envs", str(SESSIONS + 8), port=server.port,
+                                bundle=ops_bundle)  # fmt: skip
         gate.set()
         return await asyncio.gather(*playing)
 

@@ -271,7 +271,7 @@ def test_a_toolset_naming_an_env_the_bundle_lacks_is_refused(fake):
     fields = {p.field for p in error.problems}
     assert "toolset.envs[0]" in fields, str(error)
     problem = next(p for p in error.problems if p.field == "toolset.envs[0]")
-    assert "unknown env 'ko'; the bundle's envs: deploy_fails, deploy_hangs, ok, ops, proc, slow" in problem.message
+    assert "unknown env 'ko'; the bundle's envs: deploy_fails, deploy_hangs, ok, proc, slow" in problem.message
 
 
 def test_every_problem_of_a_bundle_is_listed_in_one_refusal(fake):

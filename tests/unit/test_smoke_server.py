@@ -6,4 +6,4 @@ def test_serve_process_answers_probe(serve_process):
     server = serve_process()
     info = probe(Shared(server.url))
     assert info.name == "fake"
-    assert info.splits == {"train": 12, "eval": 1, "test": 0}
+    assert info.splits == {"train": 11, "eval": 1, "test": 0}

@@ -32,7 +32,7 @@ def test_each_split_is_written_with_a_row_per_task(serve, tmp_path):
     server = serve()
     written = write(server.url, tmp_path / "out")
 
-    assert written.rows == {"train": 12, "eval": 1, "test": 0}
+    assert written.rows == {"train": 11, "eval": 1, "test": 0}
     train = {r["extra_info"]["task_id"]: r for r in pq.read_table(tmp_path / "out" / "train.parquet").to_pylist()}
     assert set(train) == {t.id for t in read_tasks(Shared(server.url), "train")}
     echo = train["echo"]
@@ -71,7 +71,7 @@ def test_tools_are_probed_once_per_toolset(serve, ledger, tmp_path):
 
     shared = Shared(server.url)
     keys = {t.toolset_key for split in ("train", "eval", "test") for t in read_tasks(shared, split)}
-    assert len(keys) < 13  # the fake bundle's 13 tasks share fewer toolsets
+    assert len(keys) < 12  # the fake bundle's 12 tasks share fewer toolsets
     assert ledger.wait_for("teardown", len(keys)) == len(keys)
     assert ledger.count("deploy") == len(keys)
 
@@ -128,7 +128,7 @@ def test_a_token_server_is_read_with_the_token_its_variable_holds(serve, tmp_pat
     monkeypatch.setenv("VERL_TEST_TOKEN", token)
     written = write(server.url, tmp_path / "out", token_var="VERL_TEST_TOKEN")
 
-    assert written.rows["train"] == 12
+    assert written.rows["train"] == 11
     entries = yaml.safe_load((tmp_path / "out" / "agent_loop.yaml").read_text())
     assert [entry["token_var"] for entry in entries] == ["VERL_TEST_TOKEN", "VERL_TEST_TOKEN"]
     files = _written(tmp_path / "out")
@@ -188,7 +188,7 @@ def test_agentenv_verl_write_is_the_same_writer(serve, tmp_path, capsys):
     assert agentenv_main(["verl", "write", server.url, str(tmp_path / "a"), "--quiet"]) == 0
     assert main([server.url, str(tmp_path / "b"), "--quiet"]) == 0
     out = capsys.readouterr().out
-    assert f"wrote {tmp_path / 'a' / 'train.parquet'} (12 rows, data_source agentenv/fake)" in out
+    assert f"wrote {tmp_path / 'a' / 'train.parquet'} (11 rows, data_source agentenv/fake)" in out
     assert "actor_rollout_ref.rollout.agent.agent_loop_config_path=" in out
     for name in ("train.parquet", "eval.parquet", "test.parquet"):
         assert pq.read_table(tmp_path / "a" / name).equals(pq.read_table(tmp_path / "b" / name))

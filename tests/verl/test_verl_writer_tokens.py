@@ -71,7 +71,7 @@ def test_rows_over_max_prompt_length_are_refused_before_anything_is_written(mode
 
     err = capsys.readouterr().err
     assert code == 2
-    assert f"1 of 13 prompts (with their tools) are over --max-prompt-length {second.tokens}" in err
+    assert f"1 of 12 prompts (with their tools) are over --max-prompt-length {second.tokens}" in err
     assert f"  {longest.split}/{longest.task_id}: {longest.tokens} tokens" in err
     assert f"Set data.max_prompt_length (and --max-prompt-length) to at least {longest.tokens}" in err
     assert sorted(p.name for p in out.iterdir()) == ["train.parquet"]
