@@ -36,6 +36,13 @@ def _command(spec: AgentSpec) -> str:
     return str(spec.options.get("command") or _DEFAULT_COMMAND[spec.kind])
 
 
+def _program(spec: AgentSpec) -> str:
+    """The executable's absolute path (found on this process's PATH): the agent starts in a folder of its own."""
+    command = _command(spec)
+    found = shutil.which(command)
+    return str(Path(found).resolve()) if found else command
+
+
 def _args(spec: AgentSpec) -> list[str]:
     return [str(a) for a in spec.options.get("args") or []]
 
@@ -85,7 +92,7 @@ def _claude(request: AgentRequest) -> Launch:
     """Claude Code (`claude -p`), speaking Anthropic's Messages API to its endpoint; the episode's tools over MCP
     (`--mcp-config`); `--continue` on later turns."""
     spec, options = request.spec, request.spec.options
-    argv = [_command(spec), "-p", "--model", request.endpoint.model, "--output-format", "text",
+    argv = [_program(spec), "-p", "--model", request.endpoint.model, "--output-format", "text",
             "--permission-mode", "bypassPermissions", "--max-turns", str(options.get("max_turns", 30))]  # fmt: skip
     files: dict[str, str] = {}
     allowed = [str(t) for t in options.get("tools") or []]
@@ -135,7 +142,7 @@ def _codex(request: AgentRequest) -> Launch:
     if request.mcp is not None:
         settings[f"mcp_servers.{request.mcp.name}.url"] = request.mcp.url
         settings[f"mcp_servers.{request.mcp.name}.bearer_token_env_var"] = "AGENTENV_MCP_TOKEN"
-    argv = [_command(spec), "exec", *(["resume", "--last"] if request.resume else [])]
+    argv = [_program(spec), "exec", *(["resume", "--last"] if request.resume else [])]
     argv += ["--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox",
              "--output-last-message", str(request.workdir / ".agentenv-codex-reply")]  # fmt: skip
     for key, value in settings.items():
@@ -184,7 +191,7 @@ def _opencode(request: AgentRequest) -> Launch:
     if request.mcp is not None:
         config["mcp"] = {request.mcp.name: {"type": "remote", "url": request.mcp.url, "headers": request.mcp.headers,
                                             "enabled": True}}  # fmt: skip
-    argv = [_command(spec), "run", "--model", model, "--format", "json", *(["--continue"] if request.resume else [])]
+    argv = [_program(spec), "run", "--model", model, "--format", "json", *(["--continue"] if request.resume else [])]
     argv += [*_args(spec), "--", request.prompt_with_system]
     env = {
         "OPENCODE_CONFIG_CONTENT": json.dumps(config),
@@ -216,7 +223,7 @@ def _mini(request: AgentRequest) -> Launch:
     """mini-swe-agent (`mini`), speaking chat completions through litellm; its shell only (no MCP); its reply is
     what it submits."""
     spec, endpoint = request.spec, request.endpoint
-    argv = [_command(spec), "-y", "--exit-immediately", "-m", f"openai/{endpoint.model}", "-t",
+    argv = [_program(spec), "-y", "--exit-immediately", "-m", f"openai/{endpoint.model}", "-t",
             request.prompt_with_system, "-o", str(request.workdir / ".agentenv-mini.traj.json")]  # fmt: skip
     env = {
         "MSWEA_CONFIGURED": "true",

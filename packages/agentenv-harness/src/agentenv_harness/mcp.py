@@ -1,7 +1,10 @@
 """The episode's tools over MCP: what a deployed agent calls, so that its calls are the episode's calls.
 
-Each episode gets its own MCP server (FastMCP, streamable HTTP) served by OpenEnv's ``HarnessMCPBridge``
-on a loopback port, behind a bearer token only that episode's solver gets. A call runs ``call(name,
+Each episode gets its own MCP server (FastMCP, streamable HTTP, stateless with JSON answers) on a loopback
+port, behind a bearer token only that episode's solver gets. It is served the way OpenEnv's
+``HarnessMCPBridge`` serves one (uvicorn in a thread of its own, an ephemeral loopback port), but from a
+listening socket with TCP_NODELAY: the bridge's leaves Nagle's algorithm on, which added about 40 ms to
+every tool call (the client's delayed ACK). A call runs ``call(name,
 args)`` on the episode's event loop: the episode validates the arguments, runs the tool and records it
 like any other; a policy's mistake comes back to the agent as an error result.
 """
@@ -15,6 +18,8 @@ from typing import Any
 
 from agentenv.agents import McpServer
 from agentenv.wire import Tool
+
+from ._threads import LoopbackServer
 
 __all__ = ["ToolServer"]
 
@@ -37,19 +42,6 @@ class _BearerGuard:
                 await send({"type": "http.response.body", "body": b"this MCP server needs its bearer token"})
                 return
         await self.app(scope, receive, send)
-
-
-class _Guarded:
-    """What ``HarnessMCPBridge`` serves: the FastMCP server's HTTP app behind the bearer guard."""
-
-    def __init__(self, server: Any, token: str) -> None:
-        self.server = server
-        self.token = token
-        self.name = server.name
-
-    def http_app(self) -> Any:
-        # stateless, JSON answers: no long-lived SSE stream per agent to tear down when it exits
-        return _BearerGuard(self.server.http_app(stateless_http=True, json_response=True), self.token)
 
 
 def _mcp_server(tools: Sequence[Tool], call: Call, loop: asyncio.AbstractEventLoop, name: str) -> Any:
@@ -82,17 +74,17 @@ class ToolServer:
         self.name = name
         self._token = secrets.token_urlsafe(24)
         self._server = _mcp_server(self.tools, call, loop, name)
-        self._bridge: Any = None
+        self._served: LoopbackServer | None = None
 
     def start(self) -> McpServer:
         """Serve the tools (blocks until the server answers); returns its URL and token."""
-        from openenv.core.harness import HarnessMCPBridge
-
-        self._bridge = HarnessMCPBridge(_Guarded(self._server, self._token))
-        return McpServer(url=self._bridge.start(timeout_s=30.0), token=self._token, name=self.name)
+        # stateless, JSON answers: no long-lived SSE stream per agent to tear down when it exits
+        app = _BearerGuard(self._server.http_app(stateless_http=True, json_response=True), self._token)
+        self._served = LoopbackServer(app, name=f"agentenv-mcp-{self.name}")
+        return McpServer(url=f"{self._served.url}/mcp", token=self._token, name=self.name)
 
     def stop(self) -> None:
         """Stop serving (idempotent)."""
-        if self._bridge is not None:
-            self._bridge.stop(timeout_s=10.0)
-            self._bridge = None
+        if self._served is not None:
+            self._served.stop()
+            self._served = None
