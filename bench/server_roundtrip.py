@@ -60,8 +60,13 @@ def start(
 
 
 class Target:
-    def __init__(self, name: str, url: str, reset: dict, action: dict) -> None:
-        self.name, self.url, self.reset, self.action = name, url, reset, action
+    def __init__(self, name: str, url: str, reset: dict, action: dict, pid: int) -> None:
+        self.name, self.url, self.reset, self.action, self.pid = name, url, reset, action, pid
+
+    def cpu_seconds(self) -> float:
+        """The server process's CPU time so far (user + system): load on the machine stretches wall time, not this."""
+        fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     def client(self):
         from agentenv_server._openenv import import_openenv
@@ -141,9 +146,10 @@ def main() -> None:
             f"http://127.0.0.1:{a_port}",
             {"task_id": "echo", "protocol": PROTOCOL},
             {"op": "call", "tool": "noop", "args": {}},
+            procs[0].pid,
         ),
-        Target("bare-async", f"http://127.0.0.1:{b_port}", {}, {"op": "noop"}),
-        Target("bare-sync", f"http://127.0.0.1:{s_port}", {}, {"op": "noop"}),
+        Target("bare-async", f"http://127.0.0.1:{b_port}", {}, {"op": "noop"}, procs[1].pid),
+        Target("bare-sync", f"http://127.0.0.1:{s_port}", {}, {"op": "noop"}, procs[2].pid),
     ]
     results: dict[tuple[str, str], list[float]] = {}
 
@@ -154,26 +160,30 @@ def main() -> None:
         for _ in range(args.rounds):
             for target in targets:
                 for conc in (1, 64):
+                    cpu = target.cpu_seconds()
                     lat, wall = asyncio.run(latencies(target, conc, args.calls))
+                    add(target.name, f"server_cpu_us@{conc}", (target.cpu_seconds() - cpu) / len(lat) * 1e6)
                     add(target.name, f"median_ms@{conc}", statistics.median(lat) * 1e3)
                     add(target.name, f"p99_ms@{conc}", p(lat, 0.99) * 1e3)
                     add(target.name, f"calls_per_s@{conc}", len(lat) / wall)
+                cpu = target.cpu_seconds()
                 add(target.name, "sessions_per_s", asyncio.run(sessions_per_second(target, args.sessions)))
+                add(target.name, "server_cpu_us/session", (target.cpu_seconds() - cpu) / args.sessions * 1e6)
     finally:
         for proc in procs:
             proc.terminate()
             proc.wait(30)
 
-    metrics = ["median_ms@1", "p99_ms@1", "calls_per_s@1", "median_ms@64", "p99_ms@64", "calls_per_s@64",
-               "sessions_per_s"]  # fmt: skip
+    metrics = ["median_ms@1", "p99_ms@1", "calls_per_s@1", "server_cpu_us@1", "median_ms@64", "p99_ms@64",
+               "calls_per_s@64", "server_cpu_us@64", "sessions_per_s", "server_cpu_us/session"]  # fmt: skip
     med = {k: statistics.median(v) for k, v in results.items()}
     where = f"servers on CPU {sorted(pinned[0])}, client on CPU {sorted(pinned[1])}" if pinned else "not pinned"
     print(f"no-op call round trip, {args.calls} calls per measurement, median of {args.rounds} interleaved rounds, "
           f"{where}")  # fmt: skip
-    print(f"{'metric':<16}{'agentenv':>12}{'bare-async':>12}{'bare-sync':>12}{'ratio/async':>13}{'ratio/sync':>12}")
+    print(f"{'metric':<22}{'agentenv':>12}{'bare-async':>12}{'bare-sync':>12}{'ratio/async':>13}{'ratio/sync':>12}")
     for m in metrics:
         a, b, s = med[("agentenv", m)], med[("bare-async", m)], med[("bare-sync", m)]
-        print(f"{m:<16}{a:>12.3f}{b:>12.3f}{s:>12.3f}{a / b:>13.2f}{a / s:>12.2f}")
+        print(f"{m:<22}{a:>12.3f}{b:>12.3f}{s:>12.3f}{a / b:>13.2f}{a / s:>12.2f}")
 
 
 if __name__ == "__main__":

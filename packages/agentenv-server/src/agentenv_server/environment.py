@@ -40,7 +40,20 @@ class EpisodeAction(wire.ActionFields, Action):
 
 
 class EpisodeObservation(wire.ObservationFields, Observation):
-    """An answer (``agentenv.wire.Observation``) as OpenEnv's observation class."""
+    """An answer (``agentenv.wire.Observation``) as OpenEnv's observation class.
+
+    An answer carries only the fields it sets: a tool's answer is a few fields, not every field of every
+    event (the client's model fills in the defaults), so every call serializes and sends less.
+    """
+
+    def model_dump(self, **kwargs: Any) -> dict[str, Any]:
+        kwargs.setdefault("exclude_unset", True)
+        return super().model_dump(**kwargs)
+
+
+def answer(**fields: Any) -> EpisodeObservation:
+    """An observation of the fields given (only those are sent)."""
+    return EpisodeObservation(**fields)
 
 
 @dataclass
@@ -70,7 +83,7 @@ current_connection: contextvars.ContextVar[Connection | None] = contextvars.Cont
 
 
 def _error(code: str, message: str) -> EpisodeObservation:
-    return EpisodeObservation(event=Event.ERROR, problem=Problem(code=code, message=message))
+    return answer(event=Event.ERROR, problem=Problem(code=code, message=message))
 
 
 class BundleEnvironment(Environment[EpisodeAction, EpisodeObservation, State]):
@@ -141,8 +154,9 @@ class BundleEnvironment(Environment[EpisodeAction, EpisodeObservation, State]):
         if conn is not None:
             conn.env = self
         await episode.start()
-        return EpisodeObservation(
+        return answer(
             event=Event.STARTED,
+            protocol=wire.PROTOCOL,
             episode_id=episode.episode_id,
             task_id=task.id,
             split=task.split,
@@ -201,7 +215,7 @@ class BundleEnvironment(Environment[EpisodeAction, EpisodeObservation, State]):
         if step.done and result is not None:
             if episode.closed:
                 self._served.live.discard(self)
-            return EpisodeObservation(
+            return answer(
                 event=Event.RESULT,
                 episode_id=episode.episode_id,
                 task_id=episode.task.id,
@@ -213,17 +227,18 @@ class BundleEnvironment(Environment[EpisodeAction, EpisodeObservation, State]):
                 done=True,
                 reward=result.reward,
             )
-        return EpisodeObservation(
+        if event == Event.TURN:
+            fields: dict[str, Any] = {"prompt": step.text}
+        else:
+            fields = {"tool": tool, "text": step.text, "error": step.error}
+        return answer(
             event=event,
             episode_id=episode.episode_id,
             task_id=episode.task.id,
             turn=episode.turn + 1,
             turns=len(episode.task.turns),
-            tool=tool,
-            prompt=step.text if event == Event.TURN else "",
-            text=step.text if event == Event.TOOL else "",
-            error=step.error,
             deployed=episode.deployed,
+            **fields,
         )
 
     def abandon(self, kind: str, message: str) -> None:

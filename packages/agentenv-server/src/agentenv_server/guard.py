@@ -254,6 +254,8 @@ class Guard:
         size = len(text) if len(text) * 4 <= limit else len(text.encode(errors="replace"))
         if size > limit:
             return Code.TOO_LARGE, _too_large(size, limit)
+        if text[:1] == "{" and text.count("[") + text.count("{") <= MAX_DEPTH:
+            return None  # an object no deeper than the limit (or not JSON: OpenEnv answers INVALID_JSON and goes on)
         try:
             frame = json.loads(text)
         except RecursionError:
