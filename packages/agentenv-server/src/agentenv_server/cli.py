@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import signal
+import socket
 import sys
 
 from agentenv.errors import AgentEnvError
@@ -105,6 +107,8 @@ def run(args: argparse.Namespace) -> int:
                             ("--ray-address", args.ray_address)) if v is not None]  # fmt: skip
     if given:
         raise AgentEnvError(f"{', '.join(given)} only apply with --ray (agentenv serve BUNDLE --ray {given[0]} ...)")
+    sock = _listen(args.host, args.port)  # taken first: a busy port is said before anything claims to serve
+    port = sock.getsockname()[1]
     app = build_app(
         args.bundle,
         token=token,
@@ -122,20 +126,38 @@ def run(args: argparse.Namespace) -> int:
     auth = f"bearer token from ${args.token_var}" if token else "no token"
     print(
         f"agentenv: serving bundle {bundle.name!r} ({len(bundle.tasks)} tasks; splits {', '.join(bundle.splits)}) "
-        f"on http://{args.host}:{args.port} with {auth}",
+        f"on http://{args.host}:{port} with {auth}",
         file=sys.stderr,
         flush=True,
     )
     print(f"agentenv: {app.state.capacity_note}; {app.state.agentenv.threads.size} tool threads; shutdown grace "
           f"{args.shutdown_grace:g} s", file=sys.stderr, flush=True)  # fmt: skip
-    config = uvicorn_config(app, host=args.host, port=args.port, ping_interval=args.ping_interval,
+    config = uvicorn_config(app, host=args.host, port=port, ping_interval=args.ping_interval,
                             ping_timeout=args.ping_interval, log_level=args.log_level,
                             grace=args.shutdown_grace)  # fmt: skip
     # uvicorn shuts down gracefully on SIGTERM, then raises the signal again; this handler makes that
     # second delivery a clean exit (status 0) instead of death by signal
     signal.signal(signal.SIGTERM, _exit_cleanly)
-    Server(config, grace=args.shutdown_grace, watchdog=True).run()
+    Server(config, grace=args.shutdown_grace, watchdog=True).run(sockets=[sock])
     return 0
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """A socket bound to ``host:port`` as uvicorn would bind it; a port in use is an error naming ``--port``."""
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            raise AgentEnvError(
+                f"--port {port}: {host}:{port} is already in use (another agentenv serve?); pick a free port with "
+                "--port N, or stop what listens there"
+            ) from None
+        raise AgentEnvError(f"--host {host} --port {port}: cannot listen there ({exc.strerror}); fix --host") from None
+    sock.set_inheritable(True)
+    return sock
 
 
 def _autoscale(value: str | None) -> tuple[int, int] | None:
