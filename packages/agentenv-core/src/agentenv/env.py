@@ -74,14 +74,18 @@ class Env:
 
     @classmethod
     def declared_tools(cls) -> list[Tool]:
-        """The ``@tool`` methods of the class, in definition order (known without an instance)."""
-        seen: dict[str, Tool] = {}
-        for klass in reversed(cls.__mro__):
-            for value in vars(klass).values():
-                spec = getattr(value, _TOOL_ATTR, None)
-                if isinstance(spec, Tool):
-                    seen[spec.name] = spec
-        return list(seen.values())
+        """The ``@tool`` methods of the class, in definition order (known without an instance; computed once
+        per class: every episode lists them)."""
+        declared = cls.__dict__.get("_agentenv_declared_tools")
+        if declared is None:
+            seen: dict[str, Tool] = {}
+            for klass in reversed(cls.__mro__):
+                for value in vars(klass).values():
+                    spec = getattr(value, _TOOL_ATTR, None)
+                    if isinstance(spec, Tool):
+                        seen[spec.name] = spec
+            declared = cls._agentenv_declared_tools = tuple(seen.values())
+        return list(declared)
 
     @classmethod
     def tool_methods(cls) -> dict[str, str]:
