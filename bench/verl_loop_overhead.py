@@ -3,9 +3,10 @@
 Both loops play one rollout of N tool calls to a no-op tool and a final reply, against the same
 stand-in rollout server and the same prompt (the fake bundle's echo task, whose tools the stock loop
 gets as in-process verl tools answering "ok"). The stock loop calls its tools in this process;
-AgentEnvAgentLoop plays an episode on an agentenv server in this process (OpenEnv over a loopback
-WebSocket): the session, the deploy, N calls, the end of turn and the scoring. Seconds per rollout
-(median of R) and the ratio are printed; nothing is asserted.
+AgentEnvAgentLoop plays an episode on an `agentenv serve` process (OpenEnv over a loopback
+WebSocket; ``--in-process`` serves it from a thread of this process instead): the session, the
+deploy, N calls, the end of turn and the scoring. Seconds per rollout (median of R) and the ratio
+are printed; nothing is asserted.
 
 Run it inside the verl environment (the nox session's):
 
@@ -19,7 +20,9 @@ import asyncio
 import contextlib
 import io
 import os
+import socket
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -109,13 +112,47 @@ async def measure(tokenizer: Any, row: dict[str, Any], url: str, calls: int, rol
     return statistics.median(stock), statistics.median(ours)
 
 
+class _Served:
+    """``agentenv serve`` of the fake bundle as its own process, as a training run has it."""
+
+    def __init__(self, proc: subprocess.Popen[bytes], url: str) -> None:
+        self.proc, self.url = proc, url
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(30)
+
+
+def serve_process() -> _Served:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {k: v for k, v in os.environ.items() if k != "AGENTENV_FAKE_LEDGER"}
+    proc = subprocess.Popen([sys.executable, "-m", "agentenv.cli", "serve", str(FAKE), "--port", str(port),
+                             "--log-level", "warning"], env=env)  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=1):
+            return _Served(proc, url)
+        time.sleep(0.1)
+    proc.kill()
+    raise RuntimeError("agentenv serve did not start")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--calls", type=int, default=8, help="tool calls per rollout (default: 8)")
     parser.add_argument("--rollouts", type=int, default=10, help="rollouts per loop (default: 10)")
+    parser.add_argument(
+        "--in-process",
+        action="store_true",
+        help="serve the bundle in this process (a thread) instead of an `agentenv serve` process: the two then "
+        "share the GIL, which a training run does not",
+    )
     args = parser.parse_args()
     tokenizer = build_tokenizer()
-    server = ServerThread(build_app(FAKE)).start()
+    server: Any = ServerThread(build_app(FAKE)).start() if args.in_process else serve_process()
     try:
         with tempfile.TemporaryDirectory() as tmp:
             written = write(server.url, Path(tmp) / "out", splits=["train"])
@@ -123,9 +160,10 @@ def main() -> int:
         stock, ours = asyncio.run(measure(tokenizer, row, server.url, args.calls, args.rollouts))
     finally:
         server.stop()
+    where = "in this process" if args.in_process else "agentenv serve, loopback"
     print(f"rollout of {args.calls} tool calls and a reply, median of {args.rollouts}:")
     print(f"  verl ToolAgentLoop, in-process no-op tool:   {stock * 1000:8.1f} ms")
-    print(f"  AgentEnvAgentLoop, agentenv server (loopback): {ours * 1000:8.1f} ms")
+    print(f"  AgentEnvAgentLoop, agentenv server ({where}): {ours * 1000:8.1f} ms")
     print(f"  ratio: {ours / stock:.2f}x  ({(ours - stock) / (args.calls + 1) * 1000:.1f} ms more per env step)")
     return 0
 

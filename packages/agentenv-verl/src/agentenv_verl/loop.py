@@ -6,6 +6,7 @@ Importing this module checks the installed verl against ``SUPPORTED`` and import
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from typing import Any
 
@@ -111,8 +112,9 @@ class AgentEnvAgentLoop(ToolAgentLoop):
         self._ran = True
         task_id, tools, steps = _read_row(kwargs)
         self._task_id = task_id
-        self.tools = {t.name: _EpisodeTool(self, t) for t in tools}
-        self.tool_schemas = [t.as_openai() for t in tools]
+        typed, schemas = _schemas(kwargs["extra_info"]["tools"])
+        self.tool_schemas = list(schemas)
+        self.tools = {t.name: _EpisodeTool(self, t, schema) for t, schema in zip(tools, typed, strict=True)}
         async with pooled(self.shared) as session:  # verl makes a loop per rollout: the session outlives it
             return await self._play(session, task_id, tools, steps, sampling_params, kwargs)
 
@@ -290,9 +292,9 @@ class _EpisodeTool:
     """One of the row's tools, called on the rollout's episode; duck-types verl's ``BaseTool``
     (without its constructor, which prints the schema)."""
 
-    def __init__(self, loop: AgentEnvAgentLoop, tool: Tool) -> None:
+    def __init__(self, loop: AgentEnvAgentLoop, tool: Tool, schema: OpenAIFunctionToolSchema) -> None:
         self.name = tool.name
-        self.tool_schema = OpenAIFunctionToolSchema.model_validate(typed_schema(tool))
+        self.tool_schema = schema
         self._loop = loop
 
     async def create(self, instance_id: str | None = None, **kwargs: Any) -> tuple[str, ToolResponse]:
@@ -307,6 +309,21 @@ class _EpisodeTool:
         return None
 
 
+@functools.lru_cache(maxsize=1024)
+def _schemas(tools_json: str) -> tuple[list[OpenAIFunctionToolSchema], list[dict[str, Any]]]:
+    """A row's tools as verl's typed schemas (its parsers) and as OpenAI tools (the chat template).
+
+    Rows of one toolset share their tools' JSON: read once, not once per rollout (read-only after).
+    """
+    tools = parse_tools(tools_json)
+    return [OpenAIFunctionToolSchema.model_validate(typed_schema(t)) for t in tools], [t.as_openai() for t in tools]
+
+
+@functools.lru_cache(maxsize=1024)
+def _parsed(tools_json: str) -> list[Tool]:
+    return parse_tools(tools_json)
+
+
 def _read_row(kwargs: dict[str, Any]) -> tuple[str, list[Tool], list[str]]:
     extra = kwargs.get("extra_info") or {}
     task_id, tools_json = extra.get("task_id"), extra.get("tools")
@@ -316,7 +333,7 @@ def _read_row(kwargs: dict[str, Any]) -> tuple[str, list[Tool], list[str]]:
             f"writer; write the dataset with {_WRITER}"
         )
     try:
-        tools = parse_tools(tools_json)
+        tools = _parsed(tools_json)
     except (ValueError, KeyError, TypeError) as exc:
         raise LoopConfigError(f"task {task_id!r}: extra_info.tools is not a list of tools ({exc}); {_WRITER}") from None
     steps = [str(s) for s in (extra.get("steps") if extra.get("steps") is not None else [])]
