@@ -1,6 +1,6 @@
 """A bare OpenEnv 0.10 server stepping a no-op env: the baseline of bench/server_roundtrip.py.
 
-usage: python bench/_bare_openenv.py PORT {async|sync}
+usage: python bench/_bare_openenv.py PORT {async|sync} [MAX_CONCURRENT_ENVS]
 """
 
 from __future__ import annotations
@@ -53,6 +53,7 @@ class AsyncNoop(SyncNoop):
 
 if __name__ == "__main__":
     port, mode = int(sys.argv[1]), sys.argv[2]
+    capacity = int(sys.argv[3]) if len(sys.argv) > 3 else 256
     env = AsyncNoop if mode == "async" else SyncNoop
-    app = create_fastapi_app(env, NoopAction, NoopObservation, max_concurrent_envs=256)
+    app = create_fastapi_app(env, NoopAction, NoopObservation, max_concurrent_envs=capacity)
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", ws_ping_interval=20, ws_ping_timeout=20)
