@@ -91,13 +91,16 @@ def stop(proc: subprocess.Popen[bytes]) -> str:
 
 
 class Sampler:
-    """The server process's peak resident memory and thread count (read from /proc every half second)."""
+    """The server process's peak resident memory and thread count (read from /proc every half second), and the
+    CPU seconds it used."""
 
     def __init__(self, pid: int) -> None:
-        self.pid, self.rss_mb, self.threads = pid, 0.0, 0
+        self.pid, self.rss_mb, self.threads, self.cpu_s = pid, 0.0, 0, 0.0
 
     def sample(self) -> None:
         try:
+            fields = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()
+            self.cpu_s = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
             for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
                 if line.startswith("VmRSS:"):
                     self.rss_mb = max(self.rss_mb, int(line.split()[1]) / 1024)
@@ -119,6 +122,7 @@ class Tally:
         self.latency: dict[str, list[float]] = {}
         self.errors: dict[str, int] = {}
         self.phases: dict[str, float] = {}
+        self.cpu: dict[str, float] = {}
 
     async def timed(self, op: str, call: Awaitable[Any]) -> Any:
         began = time.perf_counter()
@@ -223,12 +227,16 @@ def measure(args: list[str], port: int, run: Callable[[str, Tally], Awaitable[No
 
     async def main() -> None:
         watching = asyncio.ensure_future(sampler.run())
+        sampler.sample()
+        server_before, client_before = sampler.cpu_s, _cpu()
         try:
             began = time.perf_counter()
             await run(f"http://127.0.0.1:{port}", tally)
             tally.phases["total"] = time.perf_counter() - began
         finally:
             watching.cancel()
+        sampler.sample()
+        tally.cpu = {"server_cpu_s": sampler.cpu_s - server_before, "client_cpu_s": _cpu() - client_before}
 
     try:
         asyncio.run(main())
@@ -236,6 +244,11 @@ def measure(args: list[str], port: int, run: Callable[[str, Tally], Awaitable[No
     finally:
         log = stop(proc)
     return tally, sampler, log
+
+
+def _cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 def report(name: str, n: int, tally: Tally, sampler: Sampler) -> dict[str, float]:
@@ -250,10 +263,12 @@ def report(name: str, n: int, tally: Tally, sampler: Sampler) -> dict[str, float
         **{f"{op}_p50_ms": statistics.median(v) * 1e3 for op, v in tally.latency.items()},
         **{f"{op}_p99_ms": pct(v, 0.99) * 1e3 for op, v in tally.latency.items()},
         **{f"{phase}_s": s for phase, s in tally.phases.items()},
+        **tally.cpu,
+        "server_cpu_ms_per_episode": tally.cpu["server_cpu_s"] / n * 1e3,
     }
     print(f"\n{name}: {n} episodes (open, {len(CALLS)} tool calls, end_turn, close)")
     for key, value in row.items():
-        print(f"  {key:<18}{value:>12.1f}" if isinstance(value, float) else f"  {key:<18}{value:>12}")
+        print(f"  {key:<26}{value:>12.1f}" if isinstance(value, float) else f"  {key:<26}{value:>12}")
     for error, count in sorted(tally.errors.items(), key=lambda kv: -kv[1])[:5]:
         print(f"  ! {count} x {error}")
     return row
@@ -299,8 +314,8 @@ def main() -> None:
 
     a, b = rows["agentenv"], rows["bare OpenEnv"]
     print(f"\nat {args.baseline} concurrent episodes, agentenv / bare OpenEnv (async no-op env), same client:")
-    for key in ("p50_ms", "p99_ms", "total_s", "rss_mb", "threads"):
-        print(f"  {key:<10}{a[key]:>10.1f}{b[key]:>10.1f}{a[key] / b[key]:>8.2f}x")
+    for key in ("p50_ms", "p99_ms", "total_s", "server_cpu_ms_per_episode", "rss_mb", "threads"):
+        print(f"  {key:<26}{a[key]:>10.1f}{b[key]:>10.1f}{a[key] / b[key]:>8.2f}x")
     print(f"load average {os.getloadavg()[0]:.1f} at the end")
     if big["errors"] or a["errors"] or b["errors"]:
         sys.exit(1)
