@@ -104,7 +104,7 @@ class Transport:
         if self._ws is not None:
             return
         from websockets.asyncio.client import connect
-        from websockets.exceptions import InvalidHandshake, InvalidStatus
+        from websockets.exceptions import InvalidHandshake, InvalidMessage, InvalidStatus
 
         try:
             self._ws = await connect(
@@ -129,6 +129,11 @@ class Transport:
                 raise Overloaded(f"the server accepted the connection but did not answer the WebSocket handshake "
                                  f"within {self.open_timeout:g} s: it is overloaded or out of file "
                                  "descriptors") from None  # fmt: skip
+            reset = isinstance(exc, ConnectionResetError | BrokenPipeError)
+            if reset or isinstance(exc, InvalidMessage):  # connected, then closed (or not HTTP) before answering
+                raise Overloaded(f"the server accepted the connection but closed it before answering the WebSocket "
+                                 f"handshake ({why}): it is overloaded or out of file descriptors, or the URL is "
+                                 "not an agentenv server's") from None  # fmt: skip
             raise Unreachable(why) from None
 
     async def request(self, kind: str, data: Mapping[str, Any] | None = None) -> dict[str, Any]:

@@ -45,6 +45,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="on SIGTERM, how long episodes may take to tear down before their env programs are killed (default 10)",
     )
     parser.add_argument(
+        "--loop",
+        choices=["auto", "asyncio", "uvloop"],
+        default="auto",
+        help="the event loop (default: uvloop where installed, else asyncio)",
+    )
+    parser.add_argument(
         "--tool-threads",
         type=int,
         metavar="N",
@@ -134,7 +140,7 @@ def run(args: argparse.Namespace) -> int:
           f"{args.shutdown_grace:g} s", file=sys.stderr, flush=True)  # fmt: skip
     config = uvicorn_config(app, host=args.host, port=port, ping_interval=args.ping_interval,
                             ping_timeout=args.ping_interval, log_level=args.log_level,
-                            grace=args.shutdown_grace)  # fmt: skip
+                            grace=args.shutdown_grace, loop=args.loop)  # fmt: skip
     # uvicorn shuts down gracefully on SIGTERM, then raises the signal again; this handler makes that
     # second delivery a clean exit (status 0) instead of death by signal
     signal.signal(signal.SIGTERM, _exit_cleanly)

@@ -11,6 +11,7 @@ per ``ACCEPT_LOG_SECONDS`` with a count instead of once per attempt.
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import threading
@@ -54,11 +55,14 @@ def raise_fd_limit() -> tuple[int, int]:
 
 
 def open_fds() -> int | None:
-    """How many descriptors this process has open (None where /proc or /dev/fd cannot tell)."""
+    """How many descriptors this process has open (None where /proc or /dev/fd cannot tell; a huge number when
+    there is not one left to look with)."""
     for folder in ("/proc/self/fd", "/dev/fd"):
         try:
             return len(os.listdir(folder)) - 1  # less the one listdir itself opened
-        except OSError:
+        except OSError as exc:
+            if exc.errno in (errno.EMFILE, errno.ENFILE):
+                return 1 << 30
             continue
     return None
 
@@ -130,11 +134,11 @@ class FdBudget:
 
     def refusal(self) -> str:
         """The message of an ``OUT_OF_RESOURCES`` refusal."""
+        used = min(self._sampled + self._since * self.per_session, self.limit)
         return (
-            f"the server is out of file descriptors ({self._sampled + self._since * self.per_session} of its limit of "
-            f"{self.limit} in use; a session needs about {self.per_session}): this session was not opened. Wait for "
-            "sessions to end, or raise the server's limit (ulimit -n, systemd LimitNOFILE=) or lower "
-            "--max-concurrent-envs"
+            f"the server is out of file descriptors ({used} of its limit of {self.limit} in use; a session needs "
+            f"about {self.per_session}): this session was not opened. Wait for sessions to end, or raise the server's "
+            "limit (ulimit -n, systemd LimitNOFILE=) or lower --max-concurrent-envs"
         )
 
     def describe(self, capacity: int) -> str:

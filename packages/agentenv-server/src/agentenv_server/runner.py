@@ -37,6 +37,7 @@ def uvicorn_config(
     ping_timeout: float | None = 20.0,
     log_level: str = "warning",
     grace: float = DEFAULT_SHUTDOWN_GRACE,
+    loop: str = "auto",
 ) -> uvicorn.Config:
     """uvicorn settings for an agentenv app: keepalive pings reap half-open sockets, frames over the app's
     ``max_frame_bytes`` end the connection (close code 1009), shutdown waits ``grace`` seconds at most."""
@@ -51,6 +52,7 @@ def uvicorn_config(
         ws_max_size=limit,
         timeout_graceful_shutdown=max(1, math.ceil(grace)),
         lifespan="on",
+        loop=loop,
     )
     redact_token(app)  # after uvicorn set its log handlers up
     return config
