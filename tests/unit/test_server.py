@@ -250,6 +250,22 @@ def test_an_oversized_call_is_the_policys_mistake_and_the_rollout_goes_on(serve)
         session.close()
 
 
+def test_a_call_over_the_frame_limit_is_not_sent_and_the_session_goes_on(serve, ledger):
+    # the server would end the connection (close code 1009) for a frame this large: the client never sends it
+    server = serve(FAKE, max_message_bytes=10_000)
+    shared = Shared(server.url)
+    session = SyncSession(shared)
+    try:
+        session.start("echo")
+        huge = session.call("echo", {"text": "x" * (server.server.config.app.state.max_frame_bytes + 1)})
+        assert huge.error and "larger than the server accepts" in huge.text
+        assert session.call("echo", {"text": "ping"}).text == "ping"  # same session, same episode
+        assert session.end_turn("ping").result.reward == 1.0
+    finally:
+        session.close()
+    assert ledger.count("deploy") == 1
+
+
 def test_unknown_split_and_task_are_typed_errors(serve):
     shared = Shared(serve(FAKE).url)
     with pytest.raises(UnknownSplit, match="its splits: train, eval, test") as unknown:

@@ -148,6 +148,7 @@ class Session:
         self.deployed = False
         self.env_seconds = 0.0
         self.episodes = 0
+        self._limit = 0  # the largest step the server takes (it says so when an episode starts)
 
     def rollout(self, task_id: str, *, attempts: int = 1, budget: float | None = None) -> Rollout:
         """A ``Rollout`` of ``task_id`` on this session: up to ``attempts`` episodes, no replay starting
@@ -184,7 +185,7 @@ class Session:
         began = time.monotonic()
         try:
             async with asyncio.timeout(seconds):
-                answer = await transport.request(kind, data)
+                answer = await transport.request(kind, data, limit=self._limit if kind == "step" else 0)
         except TimeoutError:
             self._drop()
             raise lost_error("deadline", "client", f"{what} got no answer from {self.shared.url} within {seconds:g} s; "
@@ -271,6 +272,7 @@ class Session:
             raise lost_error("protocol", "session", f"{self.shared.url} answered a reset with {obs.event!r}; is it "
                              "an agentenv server?", ProtocolError)  # fmt: skip
         self.episodes += 1
+        self._limit = obs.max_message_bytes
         self.started = Started(
             episode_id=obs.episode_id,
             task_id=obs.task_id,

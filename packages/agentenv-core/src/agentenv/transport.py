@@ -18,6 +18,7 @@ from typing import Any
 
 __all__ = ["Closed", "ErrorFrame", "Overloaded", "Refused", "Transport", "TransportError", "Unreachable"]
 
+TOO_LARGE = "MESSAGE_TOO_LARGE"  # agentenv.wire.Code.TOO_LARGE (this module knows nothing of agentenv's frames)
 MAX_FRAME = 64 * 1024 * 1024  # answers (tool output, a task's tools) may be large; the server bounds requests
 
 
@@ -136,20 +137,26 @@ class Transport:
                                  "not an agentenv server's") from None  # fmt: skip
             raise Unreachable(why) from None
 
-    async def request(self, kind: str, data: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    async def request(self, kind: str, data: Mapping[str, Any] | None = None, *, limit: int = 0) -> dict[str, Any]:
         """Send a ``kind`` frame and return the data of the answer (an observation's or a state's).
 
         Raises ``ErrorFrame`` for an error frame (the connection may stay open: see ``is_open``) and
         ``Closed`` when the connection ends first. Callers bound the wait (``asyncio.timeout``) and drop
-        the transport when it expires: a late answer would be read as the next request's.
+        the transport when it expires: a late answer would be read as the next request's. A frame over
+        ``limit`` bytes (when given) is not sent: ``ErrorFrame`` with code ``MESSAGE_TOO_LARGE``, as the
+        server would answer it, and the connection stays as it was.
         """
         from websockets.exceptions import ConnectionClosed
 
+        frame = {"type": kind} if data is None else {"type": kind, "data": dict(data)}
+        text = json.dumps(frame)
+        if limit and len(text) > limit // 4 and len(text.encode()) > limit:
+            raise ErrorFrame(TOO_LARGE, f"a frame of {len(text.encode())} bytes is over the server's limit of {limit} "
+                             "bytes; it was not sent", {})  # fmt: skip
         async with self._lock:
             await self.open()
-            frame = {"type": kind} if data is None else {"type": kind, "data": dict(data)}
             try:
-                await self._ws.send(json.dumps(frame))
+                await self._ws.send(text)
             except ConnectionClosed as exc:
                 # a server may refuse the session in a frame sent as it accepts, then close (OpenEnv at
                 # capacity does): that frame, already received, is the answer

@@ -299,9 +299,10 @@ class ObservationFields(BaseModel):
     """The fields of an observation. Which are set depends on ``event``:
 
     ``started``: protocol, episode_id, task_id, split, index, turn, turns, system, prompt, tools,
-    toolset_key, deployed (and result, when the episode failed at once). ``tool``: tool, text, error
-    (the text is an error message for the model: the policy's mistake). ``turn``: prompt (the next
-    turn's). ``result``: result. ``error``: problem.
+    toolset_key, deployed, max_message_bytes (the largest step the server takes; the client answers a
+    larger call itself, as the policy's mistake), and result when the episode failed at once.
+    ``tool``: tool, text, error (the text is an error message for the model: the policy's mistake).
+    ``turn``: prompt (the next turn's). ``result``: result. ``error``: problem.
     """
 
     event: Literal["started", "tool", "turn", "result", "error"]
@@ -320,6 +321,7 @@ class ObservationFields(BaseModel):
     text: str = ""
     error: bool = False
     deployed: bool = False
+    max_message_bytes: int = 0
     result: dict[str, Any] | None = None
     problem: Problem | None = None
 

@@ -132,7 +132,7 @@ def build_app(
     QuietAcceptErrors.install()
     _warm(bundle)
     served = Served(bundle=bundle, tool_timeout=tool_timeout, reset_timeout=reset_timeout, reward=reward,
-                    threads=ToolThreads(pool_size(tool_threads)))  # fmt: skip
+                    threads=ToolThreads(pool_size(tool_threads)), max_message_bytes=max_message_bytes)  # fmt: skip
     app = FastAPI(title=f"agentenv: {bundle.name}", description=bundle.description)
     server = _AgentEnvHTTPServer(
         env=functools.partial(BundleEnvironment, served),

@@ -65,6 +65,7 @@ class Served:
     reset_timeout: float
     reward: RewardArg
     threads: ToolThreads
+    max_message_bytes: int = 0
     live: set[BundleEnvironment] = field(default_factory=set)
     loop: asyncio.AbstractEventLoop | None = None
     episodes_started: int = 0
@@ -168,6 +169,7 @@ class BundleEnvironment(Environment[EpisodeAction, EpisodeObservation, State]):
             tools=[t.as_dict() for t in episode.tools],
             toolset_key=bundle.toolset_key(task),
             deployed=episode.deployed,
+            max_message_bytes=served.max_message_bytes,
             done=episode.result is not None,
             result=episode.result.as_dict() if episode.result is not None else None,
         )
