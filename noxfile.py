@@ -95,7 +95,7 @@ def faults(session: nox.Session) -> None:
 @nox.parametrize("trl", TRL_VERSIONS)
 def trl(session: nox.Session, trl: str) -> None:
     """tests/trl: TRL's own GRPOTrainer on a tiny local model on the CPU, against the real server."""
-    _sync(session, "test")
+    _sync(session, "test", extras=("demo",))  # agentenv-trl[demo]: matplotlib
     _pip(session, f"trl=={trl}", *_torch_cpu(session))
     # --dist loadfile: each module's training run (a module-scoped fixture) is built once, on one worker
     session.run(*PYTEST, "tests/trl", *_xdist(session), "--dist", "loadfile", *session.posargs,
@@ -178,9 +178,17 @@ def versions(session: nox.Session) -> None:
 @nox.session
 def demo(session: nox.Session) -> None:
     """The quickstart: train a tiny model on the arith example bundle with TRL on the CPU (a few minutes)."""
-    _sync(session)
+    _sync(session, extras=("demo",))
     _pip(session, f"trl=={TRL_VERSIONS[-1]}", *_torch_cpu(session))
     session.run("agentenv", "demo", *session.posargs, env={"TRL_EXPERIMENTAL_SILENCE": "1"})
+
+
+@nox.session(name="demo_learning")
+def demo_learning(session: nox.Session) -> None:
+    """bench/demo_learning.py: the demo on the env's reward and on a control, 3 seeds each (several minutes a run)."""
+    _sync(session, extras=("demo",))
+    _pip(session, f"trl=={TRL_VERSIONS[-1]}", *_torch_cpu(session))
+    session.run("python", "bench/demo_learning.py", *session.posargs, env={"TRL_EXPERIMENTAL_SILENCE": "1"})
 
 
 @nox.session
@@ -190,4 +198,6 @@ def bench(session: nox.Session) -> None:
     for script in sorted(glob.glob(str(ROOT / "bench" / "*.py"))):
         if Path(script).name.startswith(("verl_", "ray_")):
             continue  # needs verl or Ray: run inside that session's environment (bench/README.md)
+        if Path(script).name == "demo_learning.py":
+            continue  # needs TRL and takes many minutes: its own session, demo_learning
         session.run("python", script, *session.posargs)

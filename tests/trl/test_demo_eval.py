@@ -43,5 +43,5 @@ def test_an_eval_split_with_more_rollouts_than_the_server_has_sessions_is_evalua
     for row in report.evals:
         assert row.episodes == tasks * config.eval_generations  # every eval task, twice, in batches of 8
         assert row.scored + row.failed == row.episodes and row.failed == 0
-        assert row.env_reward == pytest.approx(row.trl_reward, abs=1e-6)
+        assert row.reward == pytest.approx(row.trl_reward, abs=1e-6)
     assert [s.episodes for s in report.steps] == [config.prompts_per_step * config.num_generations]

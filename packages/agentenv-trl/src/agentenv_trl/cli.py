@@ -7,6 +7,8 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .controls import REWARD_SOURCES
+
 if TYPE_CHECKING:
     from agentenv_trl.demo import DemoConfig
 
@@ -23,16 +25,41 @@ def configure_demo(parser: argparse.ArgumentParser) -> None:
         type=int,
         dest="warm_start",
         metavar="STEPS",
-        help="supervised steps on the reference solutions first (default: 400 for the tiny model, "
+        help="supervised steps on the reference solutions first (default: 600 for the tiny model, "
         "0 with --model; --quick: 60)",
+    )
+    parser.add_argument(
+        "--text-answers",
+        type=float,
+        dest="text_answers",
+        metavar="SHARE",
+        help="the share of warm-start conversations that answer in plain text instead of with end_turn (and so "
+        "score 0): the room GRPO has to improve (default: 0.5)",
     )
     parser.add_argument("--generations", type=int, help="rollouts per prompt (default: 4)")
     parser.add_argument("--prompts-per-step", type=int, help="prompts per GRPO step (default: 8; --quick: 2)")
     parser.add_argument("--eval-generations", type=int, help="rollouts per eval task (default: 4; --quick: 2)")
-    parser.add_argument("--learning-rate", type=float, help="GRPO learning rate (default: 5e-4)")
+    parser.add_argument(
+        "--learning-rate", type=float, help="GRPO learning rate (default: 1e-3 for the tiny model, 1e-6 with --model)"
+    )
+    parser.add_argument(
+        "--reward",
+        choices=REWARD_SOURCES,
+        help="what GRPO trains on (default: env, the served bundle's reward); the control arms: shuffled (the env's "
+        "rewards shuffled within each group of rollouts) or constant (1.0 for every rollout)",
+    )
     parser.add_argument("--seed", type=int, help="random seed (default: 0)")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        help="torch threads (default: 1 for the tiny model; the same count gives the same numbers)",
+    )
     parser.add_argument("--quick", action="store_true", help="a short run (CI): 2 GRPO steps after a brief warm start")
-    parser.add_argument("--output-dir", type=Path, help="TRL's output folder (default: a temporary one)")
+    parser.add_argument(
+        "--output-dir",
+        type=Path,
+        help="where to write steps.csv, report.json and reward.png (default: agentenv-demo/<time>-seed<N>)",
+    )
     parser.add_argument("--json", type=Path, metavar="PATH", help="also write what was measured as JSON")
 
 
@@ -46,7 +73,10 @@ _FIELDS = {
     "prompts_per_step": "prompts_per_step",
     "eval_generations": "eval_generations",
     "learning_rate": "learning_rate",
+    "text_answers": "text_answers",
+    "reward": "reward",
     "seed": "seed",
+    "threads": "threads",
     "output_dir": "output_dir",
 }
 
