@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -37,6 +38,7 @@ def main() -> int:
     arms = ["env", args.control]
     reports: dict[str, list[dict]] = {arm: [] for arm in arms}
     walls: list[float] = []
+    cpus: list[float] = []  # CPU seconds of each run: near its wall time on a quiet machine (one torch thread)
     began = time.monotonic()
     print(f"load average at start: {_load()}  ({os.cpu_count()} CPUs)", flush=True)
     for seed in args.seeds:
@@ -46,27 +48,29 @@ def main() -> int:
             folder.mkdir(parents=True, exist_ok=True)
             command = [sys.executable, "-m", "agentenv", "demo", "--seed", str(seed), "--reward", arm]
             command += ["--output-dir", str(folder), *args.demo_args]
-            start = time.monotonic()
+            start, cpu_start = time.monotonic(), _cpu()
             with log.open("w", encoding="utf-8") as handle:
                 code = subprocess.run(command, stdout=handle, stderr=subprocess.STDOUT, check=False).returncode
-            wall = time.monotonic() - start
+            wall, cpu = time.monotonic() - start, _cpu() - cpu_start
             if code != 0:
                 print(f"{arm} seed {seed}: agentenv demo exited {code}; see {log}", file=sys.stderr)
                 return 2
             report = json.loads((folder / "report.json").read_text(encoding="utf-8"))
             reports[arm].append(report)
             walls.append(wall)
+            cpus.append(cpu)
             before, after = _eval(report, "before GRPO"), _eval(report, "after GRPO")
             print(
                 f"{arm:>8} seed {seed}: eval {before:.3f} -> {after:.3f} ({after - before:+.3f})  "
-                f"{wall:.0f} s wall  load {_load()}",
+                f"{wall:.0f} s wall, {cpu:.0f} s CPU  load {_load()}",
                 flush=True,
             )
     print()
     print(_table(args.seeds, arms, reports))
     print(
-        f"\n{len(walls)} runs, {statistics.fmean(walls):.0f} s each on average (min {min(walls):.0f}, "
-        f"max {max(walls):.0f}), {time.monotonic() - began:.0f} s in all; load average at the end: {_load()}"
+        f"\n{len(walls)} runs: wall {statistics.fmean(walls):.0f} s on average (min {min(walls):.0f}, max "
+        f"{max(walls):.0f}); CPU {statistics.fmean(cpus):.0f} s on average (max {max(cpus):.0f}); "
+        f"{time.monotonic() - began:.0f} s in all; load average at the end: {_load()}"
     )
     png = _draw(reports, args.png or args.out / "demo_learning.png", len(args.seeds))
     if png is not None:
@@ -116,6 +120,12 @@ def _draw(reports: dict[str, list[dict]], path: Path, seeds: int) -> Path | None
     arms = {arm: [DemoReport.from_dict(r) for r in runs] for arm, runs in reports.items()}
     title = f"agentenv demo on the arith bundle: the env's reward against a control, {seeds} seeds"
     return plot_reports(arms, path, title=title)
+
+
+def _cpu() -> float:
+    """CPU seconds (user and system) the finished child processes have used."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def _load() -> str:

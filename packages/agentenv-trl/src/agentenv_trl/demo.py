@@ -135,7 +135,7 @@ def run_demo(config: DemoConfig, out: TextIO | None = None, progress: TextIO | N
     """
     out = out or sys.stdout
     progress = progress or sys.stderr
-    began = time.monotonic()
+    began, cpu = time.monotonic(), time.process_time()
     seconds: dict[str, float] = {}
     bundle_path = config.bundle or default_bundle()
     bundle = load_bundle(bundle_path)
@@ -153,14 +153,15 @@ def run_demo(config: DemoConfig, out: TextIO | None = None, progress: TextIO | N
     finally:
         env.close()
     seconds["total"] = time.monotonic() - began
+    seconds["cpu"] = time.process_time() - cpu  # near the wall time on a quiet machine; far below it on a busy one
     report.seconds = {k: round(v, 1) for k, v in seconds.items()}
     report.output_dir = str(folder)
     written = write_outputs(report, folder)
     print("\n" + report.table(), file=out)
     print(
-        f"\n{report.episodes_on_server} episodes played on the server; {seconds['total']:.0f} s in all "
-        f"(warm start {seconds.get('warm start', 0):.0f} s, GRPO {seconds.get('grpo', 0):.0f} s, "
-        f"eval {seconds.get('eval', 0):.0f} s)",
+        f"\n{report.episodes_on_server} episodes played on the server; {seconds['total']:.0f} s in all (warm start "
+        f"{seconds.get('warm start', 0):.0f} s, GRPO {seconds.get('grpo', 0):.0f} s, eval {seconds.get('eval', 0):.0f} "
+        f"s), {seconds['cpu']:.0f} s of CPU",
         file=out,
     )
     before, after = report.eval_reward("before GRPO"), report.eval_reward("after GRPO")
