@@ -95,7 +95,7 @@ def faults(session: nox.Session) -> None:
 @nox.parametrize("trl", TRL_VERSIONS)
 def trl(session: nox.Session, trl: str) -> None:
     """tests/trl: TRL's own GRPOTrainer on a tiny local model on the CPU, against the real server."""
-    _sync(session, "test", extras=("demo",))  # agentenv-trl[demo]: matplotlib
+    _sync(session, "test", "demo")
     _pip(session, f"trl=={trl}", *_torch_cpu(session))
     # --dist loadfile: each module's training run (a module-scoped fixture) is built once, on one worker
     session.run(*PYTEST, "tests/trl", *_xdist(session), "--dist", "loadfile", *session.posargs,
@@ -178,7 +178,7 @@ def versions(session: nox.Session) -> None:
 @nox.session
 def demo(session: nox.Session) -> None:
     """The quickstart: train a tiny model on the arith example bundle with TRL on the CPU (a few minutes)."""
-    _sync(session, extras=("demo",))
+    _sync(session, "demo")
     _pip(session, f"trl=={TRL_VERSIONS[-1]}", *_torch_cpu(session))
     session.run("agentenv", "demo", *session.posargs, env={"TRL_EXPERIMENTAL_SILENCE": "1"})
 
@@ -186,7 +186,7 @@ def demo(session: nox.Session) -> None:
 @nox.session(name="demo_learning")
 def demo_learning(session: nox.Session) -> None:
     """bench/demo_learning.py: the demo on the env's reward and on a control, 3 seeds each (several minutes a run)."""
-    _sync(session, extras=("demo",))
+    _sync(session, "demo")
     _pip(session, f"trl=={TRL_VERSIONS[-1]}", *_torch_cpu(session))
     session.run("python", "bench/demo_learning.py", *session.posargs, env={"TRL_EXPERIMENTAL_SILENCE": "1"})
 
