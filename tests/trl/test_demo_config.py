@@ -31,8 +31,8 @@ def effective(config: DemoConfig, field: str) -> object:
 def test_no_flags_is_the_default_config_and_quick_is_the_quick_one():
     assert demo_config(parse()) == DemoConfig()
     assert demo_config(parse("--quick")) == DemoConfig.quick()
-    assert DemoConfig().warm_steps() == 600 and DemoConfig(model="m").warm_steps() == 0
-    assert DemoConfig().grpo_learning_rate() == 1e-3 and DemoConfig(model="m").grpo_learning_rate() == 1e-6
+    assert DemoConfig().warm_steps() == 1000 and DemoConfig(model="m").warm_steps() == 0
+    assert DemoConfig().grpo_learning_rate() == 5e-4 and DemoConfig(model="m").grpo_learning_rate() == 1e-6
 
 
 def test_the_default_trains_on_the_envs_reward_and_leaves_the_tiny_model_room_to_learn():

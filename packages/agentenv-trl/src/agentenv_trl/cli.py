@@ -25,7 +25,7 @@ def configure_demo(parser: argparse.ArgumentParser) -> None:
         type=int,
         dest="warm_start",
         metavar="STEPS",
-        help="supervised steps on the reference solutions first (default: 600 for the tiny model, "
+        help="supervised steps on the reference solutions first (default: 1000 for the tiny model, "
         "0 with --model; --quick: 60)",
     )
     parser.add_argument(
@@ -34,13 +34,13 @@ def configure_demo(parser: argparse.ArgumentParser) -> None:
         dest="text_answers",
         metavar="SHARE",
         help="the share of warm-start conversations that answer in plain text instead of with end_turn (and so "
-        "score 0): the room GRPO has to improve (default: 0.5)",
+        "score 0): the room GRPO has to improve (default: 0.7)",
     )
     parser.add_argument("--generations", type=int, help="rollouts per prompt (default: 4)")
     parser.add_argument("--prompts-per-step", type=int, help="prompts per GRPO step (default: 8; --quick: 2)")
     parser.add_argument("--eval-generations", type=int, help="rollouts per eval task (default: 4; --quick: 2)")
     parser.add_argument(
-        "--learning-rate", type=float, help="GRPO learning rate (default: 1e-3 for the tiny model, 1e-6 with --model)"
+        "--learning-rate", type=float, help="GRPO learning rate (default: 5e-4 for the tiny model, 1e-6 with --model)"
     )
     parser.add_argument(
         "--reward",

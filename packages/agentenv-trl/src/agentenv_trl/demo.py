@@ -65,7 +65,7 @@ class DemoConfig:
     steps: int = 40
     warm_start_steps: int | None = None
     warm_start_learning_rate: float = 2e-3
-    text_answers: float = 0.5
+    text_answers: float = 0.7
     prompts_per_step: int = 8
     num_generations: int = 4
     eval_generations: int = 4
@@ -95,16 +95,16 @@ class DemoConfig:
         return cls(**{**short, "prompts_per_step": 2, "eval_generations": 2, **changes})
 
     def warm_steps(self) -> int:
-        """Warm-start steps: 600 for the tiny model, none for a real one unless asked."""
+        """Warm-start steps: 1000 for the tiny model, none for a real one unless asked."""
         if self.warm_start_steps is not None:
             return self.warm_start_steps
-        return 0 if self.model else 600
+        return 0 if self.model else 1000
 
     def grpo_learning_rate(self) -> float:
-        """GRPO's learning rate: 1e-3 for the tiny model, 1e-6 for a real one (``--model``) unless asked."""
+        """GRPO's learning rate: 5e-4 for the tiny model, 1e-6 for a real one (``--model``) unless asked."""
         if self.learning_rate is not None:
             return self.learning_rate
-        return 1e-6 if self.model else 1e-3
+        return 1e-6 if self.model else 5e-4
 
 
 def default_output_dir(config: DemoConfig) -> Path:
