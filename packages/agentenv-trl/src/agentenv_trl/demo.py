@@ -7,7 +7,7 @@ again. Every reward it reports is an episode the server played.
 
 The warm start leaves room on purpose: in part of its conversations (``text_answers``) the model
 calls the calculator and then writes the answer as plain text instead of giving it to ``end_turn``,
-the commonest slip of a chat model put in an agent loop. The rollout then ends with the turn
+a common slip of a chat model put in an agent loop. The rollout then ends with the turn
 unanswered and the bundle's verifier scores it 0. GRPO, rewarded by that verifier, learns to answer
 through ``end_turn``. The control arms (``reward="shuffled"`` or ``"constant"``) run the same
 pipeline with that reward's link to the rollouts cut, and show no such gain.

@@ -50,6 +50,7 @@ def plot_reports(arms: Mapping[str, Sequence[DemoReport]], path: Path, *, title:
     figure = Figure(figsize=(10, 4.2), dpi=110, layout="constrained")
     FigureCanvasAgg(figure)
     train, evals = figure.subplots(1, 2, width_ratios=[3, 1])
+    labelled: dict[int, list[float]] = {0: [], 1: []}  # eval values written so far at each x (arms share "before")
     for arm, runs in arms.items():
         color = _COLORS.get(arm, "#d62728")
         label = ARM_LABELS.get(arm, arm)
@@ -81,13 +82,15 @@ def plot_reports(arms: Mapping[str, Sequence[DemoReport]], path: Path, *, title:
             mean_before = statistics.fmean(b for b, _ in pairs)
             mean_after = statistics.fmean(a for _, a in pairs)
             evals.plot([0, 1], [mean_before, mean_after], color=color, marker="o", linewidth=2.4)
-            evals.annotate(f"{mean_before:.2f}", (0, mean_before), textcoords="offset points", xytext=(-26, -3))
-            evals.annotate(f"{mean_after:.2f}", (1, mean_after), textcoords="offset points", xytext=(6, -3))
+            for x, value, offset in ((0, mean_before, (-30, -3)), (1, mean_after, (6, -3))):
+                if all(abs(value - other) > 0.04 for other in labelled[x]):
+                    evals.annotate(f"{value:.2f}", (x, value), textcoords="offset points", xytext=offset)
+                    labelled[x].append(value)
     train.set_xlabel("GRPO step")
     train.set_ylabel("train reward (episodes the server scored)")
     train.set_ylim(-0.02, 1.02)
     train.grid(alpha=0.3)
-    train.legend(loc="lower right", fontsize=8)
+    train.legend(loc="center right", fontsize=8)
     evals.set_xticks([0, 1], ["before\nGRPO", "after\nGRPO"])
     evals.set_xlim(-0.45, 1.45)
     evals.set_ylim(-0.02, 1.02)
