@@ -255,6 +255,7 @@ def _train(
                 weights=[1 - share] * len(conversations) + [share] * len(texts),
                 steps=steps,
                 learning_rate=config.warm_start_learning_rate,
+                decay=True,
                 seed=config.seed,
                 batch_size=8,
                 progress=lambda step, loss: bar.update(1, loss=f"{loss:.3f}"),

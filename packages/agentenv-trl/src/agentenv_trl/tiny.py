@@ -127,10 +127,13 @@ def warm_start(
     seed: int = 0,
     progress: Callable[[int, float], None] | None = None,
     weights: Sequence[float] | None = None,
+    decay: bool = False,
 ) -> list[float]:
     """Fit ``model`` to ``conversations`` for ``steps`` AdamW steps (loss on the assistant's tokens).
 
-    Returns the loss of each step; ``progress(step, loss)`` is called after each.
+    ``weights``: how often each conversation is drawn, relative to the others (all alike by default).
+    ``decay``: the learning rate falls to zero along a cosine instead of staying constant. Returns the
+    loss of each step; ``progress(step, loss)`` is called after each.
     """
     import math
 
@@ -140,7 +143,7 @@ def warm_start(
         return []
     groups: dict[tuple[str, ...], list[tuple[list[int], list[int]]]] = {}
     shares: dict[tuple[str, ...], list[float]] = {}
-    for n, conversation in enumerate(conversations):
+    for number, conversation in enumerate(conversations):
         text = render(tokenizer, conversation)
         encoded = tokenizer(text, return_offsets_mapping=True, add_special_tokens=False)
         spans = _assistant_spans(tokenizer, conversation, text)
@@ -151,23 +154,28 @@ def warm_start(
         # conversations with the same tools open with the same system prompt and tool list, most of each sequence
         tools = tuple(getattr(t, "__name__", str(t)) for t in conversation[1])
         groups.setdefault(tools, []).append((encoded["input_ids"], labels))
-        shares.setdefault(tools, []).append(1.0 if weights is None else float(weights[n]))
+        shares.setdefault(tools, []).append(1.0 if weights is None else float(weights[number]))
     batches = [(rows, _common_prefix([ids for ids, _ in rows])) for rows in groups.values()]
     row_weights = [torch.tensor(shares[key]) for key in groups]
     group_weights = torch.tensor([float(sum(shares[key])) for key in groups])
     cache_argument = _cache_argument()
     generator = torch.Generator().manual_seed(seed)
     optimizer = torch.optim.AdamW(model.parameters(), lr=learning_rate)
-    # cosine decay to zero: at a constant rate the copying the model must learn (digits from the prompt into the
-    # call, from the tool's answer into the reply) comes late or not at all, depending on the seed
-    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: 0.5 * (1 + math.cos(math.pi * s / steps)))
+    # with decay: at a constant rate the copying a model must learn to generalise (digits from the prompt into a
+    # call, from a tool's answer into the reply) came late or not at all, depending on the seed
+    schedule = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, (lambda s: 0.5 * (1 + math.cos(math.pi * s / steps))) if decay else (lambda s: 1.0)
+    )
     model.train()
     losses = []
     for step in range(steps):
         g = int(torch.multinomial(group_weights, 1, generator=generator))
         rows, prefix = batches[g]
-        n = min(batch_size, int((row_weights[g] > 0).sum()))
-        pick = torch.multinomial(row_weights[g], n, replacement=False, generator=generator).tolist()
+        if weights is None:
+            pick = torch.randperm(len(rows), generator=generator)[:batch_size].tolist()
+        else:
+            drawn = min(batch_size, int((row_weights[g] > 0).sum()))
+            pick = torch.multinomial(row_weights[g], drawn, replacement=False, generator=generator).tolist()
         width = max(len(rows[i][0]) for i in pick) - prefix
         ids = torch.full((len(pick), width), tokenizer.pad_token_id)
         labels = torch.full((len(pick), width), -100)
