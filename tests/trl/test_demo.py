@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from agentenv import load_bundle
 from agentenv.cli import main
+from agentenv.evaluate import Summary
 from agentenv_trl.demo import DemoConfig
 from agentenv_trl.demo_report import STEP_COLUMNS
 from trl_support import ARITH
@@ -82,9 +83,29 @@ def test_the_demo_prints_a_reward_table_and_the_eval_gain(demo: Any) -> None:
 
 def test_the_last_line_names_the_output_folder_and_the_files_written_there(demo: Any) -> None:
     _, report, printed, _, folder = demo
-    assert printed.splitlines()[-1] == f"wrote steps.csv, report.json, reward.png to {folder}"
+    files = "steps.csv, report.json, eval-before-grpo.json, eval-after-grpo.json, reward.png"
+    assert printed.splitlines()[-2] == f"wrote {files} to {folder}"
+    assert printed.splitlines()[-1] == (
+        f"per task: agentenv eval --compare {folder / 'eval-before-grpo.json'} {folder / 'eval-after-grpo.json'}"
+    )
     assert report["output_dir"] == str(folder)
     assert json.loads((folder / "report.json").read_text()) == report
+
+
+def test_the_eval_rows_are_agentenv_evals_summaries_and_compare_as_its_runs_do(demo: Any) -> None:
+    _, report, _, _, folder = demo
+    before, after = (Summary.read(folder / name) for name in ("eval-before-grpo.json", "eval-after-grpo.json"))
+    for row, summary in zip(report["evals"], (before, after)):
+        assert summary.run["when"] == row["when"] and summary.splits.keys() == {"eval"}
+        assert (summary.overall.samples, summary.overall.scored) == (row["episodes"], row["scored"])
+        assert summary.overall.mean_reward == pytest.approx(row["reward"])
+        assert summary.overall.pass_at["1"] == row["pass_at_1"]
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        code = main(["eval", "--compare", str(folder / "eval-before-grpo.json"), str(folder / "eval-after-grpo.json")])
+    assert code == 0
+    assert f"{before.overall.mean_reward:.3f}" in printed.getvalue()
+    assert f"{after.overall.mean_reward:.3f}" in printed.getvalue()
 
 
 def test_steps_csv_has_a_row_per_grpo_step_with_the_reported_numbers(demo: Any) -> None:

@@ -26,10 +26,11 @@ from typing import Any, TextIO
 
 from agentenv.bundle import Bundle, load_bundle
 from agentenv.errors import AgentEnvError
+from agentenv.evaluate import Summary
 
 from .controls import REWARD_SOURCES, controlled_reward
 from .demo_progress import Progress
-from .demo_report import DemoReport, EvalRow, StepRow, tally, write_outputs
+from .demo_report import DemoReport, EvalRow, StepRow, eval_summary, summary_file, tally, write_outputs
 from .demo_trainer import eval_batch_size, grpo_config, no_checkpointing, on_cpu, step_recorder
 from .env import AgentEnv
 from .solutions import reference_conversations, tool_methods
@@ -137,6 +138,7 @@ def run_demo(config: DemoConfig, out: TextIO | None = None, progress: TextIO | N
     progress = progress or sys.stderr
     began, cpu = time.monotonic(), time.process_time()
     seconds: dict[str, float] = {}
+    summaries: dict[str, Summary] = {}
     bundle_path = config.bundle or default_bundle()
     bundle = load_bundle(bundle_path)
     if "train" not in bundle.splits:
@@ -149,14 +151,14 @@ def run_demo(config: DemoConfig, out: TextIO | None = None, progress: TextIO | N
         with warnings.catch_warnings(), _reproducible(config):
             # TRL 1.16 reads a transformers alias that is deprecated: not the user's to fix, so not theirs to read
             warnings.filterwarnings("ignore", "`is_gradient_checkpointing` is deprecated", FutureWarning)
-            report = _train(config, env, bundle, eval_split, folder, out, progress, seconds)
+            report = _train(config, env, bundle, eval_split, folder, out, progress, seconds, summaries)
     finally:
         env.close()
     seconds["total"] = time.monotonic() - began
     seconds["cpu"] = time.process_time() - cpu  # near the wall time on a quiet machine; far below it on a busy one
     report.seconds = {k: round(v, 1) for k, v in seconds.items()}
     report.output_dir = str(folder)
-    written = write_outputs(report, folder)
+    written = write_outputs(report, folder, summaries)
     print("\n" + report.table(), file=out)
     print(
         f"\n{report.episodes_on_server} episodes played on the server; {seconds['total']:.0f} s in all (warm start "
@@ -170,6 +172,9 @@ def run_demo(config: DemoConfig, out: TextIO | None = None, progress: TextIO | N
     if not any(p.suffix == ".png" for p in written):
         print("no picture: matplotlib is not installed (pip install 'agentenv-trl[demo]')", file=out)
     print(f"wrote {', '.join(p.name for p in written)} to {folder}", file=out, flush=True)
+    if len(summaries) == 2:
+        before_file, after_file = (folder / summary_file(when) for when in summaries)
+        print(f"per task: agentenv eval --compare {before_file} {after_file}", file=out, flush=True)
     return report
 
 
@@ -207,6 +212,7 @@ def _train(
     out: TextIO,
     progress: TextIO,
     seconds: dict[str, float],
+    summaries: dict[str, Summary],
 ) -> DemoReport:
     import torch
     from transformers.trainer_callback import PrinterCallback, ProgressCallback
@@ -300,9 +306,17 @@ def _train(
             recorder.eval_bar = None
         spent = time.monotonic() - begin
         results = list(env.results)
+        run = {"bundle": bundle.name, "split": eval_split, "model": model_name, "seed": config.seed, "when": when}
+        summary = eval_summary(results, split=eval_split, samples=config.eval_generations, run=run)
+        summaries[when] = summary
         row = EvalRow(
             when=when,
-            **tally(results),
+            episodes=summary.overall.samples,
+            scored=summary.overall.scored,
+            failed=summary.overall.failed,
+            reward=summary.overall.mean_reward,
+            reward_std=tally(results)["reward_std"],
+            pass_at_1=summary.overall.pass_at.get("1"),
             trl_reward=metrics.get("eval_reward"),
             tool_calls=metrics.get("eval_tools/call_frequency"),
             seconds=round(spent, 2),

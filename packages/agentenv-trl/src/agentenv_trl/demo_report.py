@@ -18,8 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from agentenv.episode import EpisodeResult
+from agentenv.evaluate import Summary, summarize_results
 
-__all__ = ["STEP_COLUMNS", "DemoReport", "EvalRow", "StepRow", "tally", "write_outputs"]
+__all__ = ["STEP_COLUMNS", "DemoReport", "EvalRow", "StepRow", "eval_summary", "summary_file", "tally", "write_outputs"]
 
 
 @dataclass(frozen=True)
@@ -43,7 +44,11 @@ class StepRow:
 
 @dataclass(frozen=True)
 class EvalRow:
-    """The eval split's reward, measured over the episodes of one ``trainer.evaluate()``."""
+    """The eval split's reward, measured over the episodes of one ``trainer.evaluate()``.
+
+    ``episodes``, ``scored``, ``failed``, ``reward`` and ``pass_at_1`` are the ``Summary`` that
+    ``agentenv eval`` computes (``eval_summary``), so they compare with ``agentenv eval --compare``.
+    """
 
     when: str
     episodes: int
@@ -54,6 +59,7 @@ class EvalRow:
     trl_reward: float | None
     tool_calls: float | None
     seconds: float
+    pass_at_1: float | None = None
 
 
 STEP_COLUMNS = tuple(f.name for f in dataclasses.fields(StepRow))
@@ -107,10 +113,19 @@ class DemoReport:
         ]
         out = table(steps, ("step", "episodes", "scored", "failed", "reward", "TRL reward", "tool calls"))
         evals = [
-            (e.when, e.episodes, e.scored, e.failed, _fmt(e.reward), _fmt(e.trl_reward), _fmt(e.tool_calls))
+            (
+                e.when,
+                e.episodes,
+                e.scored,
+                e.failed,
+                _fmt(e.reward),
+                _fmt(e.pass_at_1),
+                _fmt(e.trl_reward),
+                _fmt(e.tool_calls),
+            )
             for e in self.evals
         ]
-        header = ("eval split", "episodes", "scored", "failed", "reward", "TRL reward", "tool calls")
+        header = ("eval split", "episodes", "scored", "failed", "reward", "pass@1", "TRL reward", "tool calls")
         out += "\n\n" + table(evals, header)
         return out
 
@@ -131,10 +146,21 @@ def tally(results: Sequence[EpisodeResult]) -> dict[str, Any]:
     }
 
 
-def write_outputs(report: DemoReport, folder: Path) -> list[Path]:
-    """Write ``steps.csv``, ``report.json`` and ``reward.png`` into ``folder``; the paths written.
+def eval_summary(results: Sequence[EpisodeResult], *, split: str, samples: int, run: dict[str, Any]) -> Summary:
+    """The eval's episodes as ``agentenv eval``'s ``Summary`` (pass@1 and pass@``samples``, reward 1.0 passes)."""
+    return summarize_results(results, split=split, ks=sorted({1, samples}), run=run)
 
-    The picture needs matplotlib (the ``demo`` extra); without it the other two are still written.
+
+def summary_file(when: str) -> str:
+    """The name of the summary written for the eval ``when``: ``eval-before-grpo.json`` for "before GRPO"."""
+    return "eval-" + "-".join(when.lower().split()) + ".json"
+
+
+def write_outputs(report: DemoReport, folder: Path, summaries: dict[str, Summary] | None = None) -> list[Path]:
+    """Write ``steps.csv``, ``report.json``, ``reward.png`` and each eval's ``summary_file`` into ``folder``.
+
+    Returns the paths written. The picture needs matplotlib (the ``demo`` extra); without it the
+    others are still written.
     """
     from .demo_plot import plot_reports
 
@@ -148,6 +174,9 @@ def write_outputs(report: DemoReport, folder: Path) -> list[Path]:
     data = folder / "report.json"
     data.write_text(json.dumps(report.as_dict(), indent=2, default=str) + "\n", encoding="utf-8")
     written = [steps, data]
+    for when, summary in (summaries or {}).items():
+        summary.write(folder / summary_file(when))
+        written.append(folder / summary_file(when))
     picture = plot_reports({report.reward_source: [report]}, folder / "reward.png", title=_title(report))
     if picture is not None:
         written.append(picture)
