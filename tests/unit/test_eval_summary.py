@@ -97,6 +97,8 @@ def test_the_compare_command_prints_the_table_or_json(capsys, tmp_path):
     out = capsys.readouterr().out
     assert "note: the runs differ in model: 'base' (A) vs 'tuned' (B)" in out
     assert "1 of 1 tasks changed" in out and "+1.000" in out
+    scored = next(line.split() for line in out.splitlines() if line.split()[:2] == ["all", "scored"])
+    assert scored == ["all", "scored", "1", "1", "+0"]  # counts read as counts, not as 1.000
     assert main(["eval", "--compare", str(tmp_path / "a"), str(tmp_path / "b"), "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["tasks"] == [

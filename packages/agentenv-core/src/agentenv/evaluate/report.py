@@ -14,12 +14,16 @@ _SETTINGS = ("bundle", "splits", "model", "samples", "temperature", "max_turns",
 
 
 def fmt(value: float | None, digits: int = 3) -> str:
-    """A number for a table; ``-`` for none."""
-    return "-" if value is None else f"{value:.{digits}f}"
+    """A number for a table: a count as it is, a rate with ``digits`` decimals; ``-`` for none."""
+    if value is None:
+        return "-"
+    return str(value) if isinstance(value, int) else f"{value:.{digits}f}"
 
 
 def _signed(value: float | None) -> str:
-    return "-" if value is None else f"{value:+.3f}"
+    if value is None:
+        return "-"
+    return f"{value:+d}" if isinstance(value, int) else f"{value:+.3f}"
 
 
 def _table(rows: list[tuple[Any, ...]], header: tuple[str, ...]) -> str:
