@@ -9,8 +9,9 @@ both printed: on a shared machine the wall time grows with the load average, the
 (the ratio is of CPU times). Peak memory is the process's maximum resident size (the interpreter and
 imports included: see the ``python -c pass`` row).
 
-``--writer`` also serves the largest bundle of the first layout given and times the verl writer
-reading it through the paged Task API and writing its parquet files, end to end.
+``--writer`` also serves the largest bundle of the first layout given and times, end to end, what
+reads it through the paged Task API: the verl writer, the NeMo Gym writer and ``AgentEnv(url).dataset``
+(where TRL is installed; run the bench in the trl nox session's environment for it).
 
     python bench/bundle_load.py [--sizes 1000,10000,100000] [--layouts single,files,jsonl,parquet] [--writer]
 """
@@ -161,18 +162,42 @@ def server_cpu():
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
     except OSError:
         return float("nan")
+def consume(what):
+    if what == "verl":
+        from agentenv_verl.writer import write
+        return sum(write(url, tempfile.mkdtemp()).rows.values())
+    if what == "nemo-gym":
+        from agentenv_verl.nemo_gym import write_nemo_gym
+        out = os.path.join(tempfile.mkdtemp(), "gym")
+        write_nemo_gym(url, out)
+        return sum(sum(1 for _ in open(os.path.join(out, f))) for f in os.listdir(out) if f.endswith(".jsonl"))
+    from agentenv_trl.env import AgentEnv
+    with AgentEnv(url, split="train") as env:
+        return len(env.dataset)
 try:
-    from agentenv_verl.writer import write
     began, cpu, serving = time.perf_counter(), time.process_time(), server_cpu()
-    written = write(url, tempfile.mkdtemp())
+    rows = consume(sys.argv[2])
     seconds, cpu, serving = time.perf_counter() - began, time.process_time() - cpu, server_cpu() - serving
 finally:
     server.terminate()
     server.wait()
 print(json.dumps({"served": served, "seconds": seconds, "cpu": cpu, "server_cpu": serving,
-                  "rows": sum(written.rows.values()), "peak_mb": peak_mb()}))
+                  "rows": rows, "peak_mb": peak_mb()}))
 """
 )
+
+
+CONSUMERS = {
+    "verl": "verl writer (paged Task API, one probe per toolset, parquet files)",
+    "nemo-gym": "NeMo Gym writer (paged Task API, one probe per toolset, JSONL files)",
+    "trl": "AgentEnv(url).dataset (TRL's train split as a datasets.Dataset)",
+}
+CONSUMER_MODULES = {"verl": "agentenv_verl.writer", "nemo-gym": "agentenv_verl.nemo_gym", "trl": "agentenv_trl.env"}
+
+
+def _importable(module: str) -> bool:
+    """Whether ``module`` imports in a fresh interpreter (agentenv_trl needs TRL installed)."""
+    return subprocess.run([sys.executable, "-c", f"import {module}"], capture_output=True).returncode == 0
 
 
 def fresh(code: str, *args: str) -> dict[str, float]:
@@ -186,7 +211,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--sizes", default="1000,10000,100000", help="task counts, comma-separated")
     parser.add_argument("--layouts", default="single,files,jsonl,parquet", help="layouts, comma-separated")
-    parser.add_argument("--writer", action="store_true", help="also time the verl writer on the largest bundle")
+    parser.add_argument("--writer", action="store_true", help="also time the writers and AgentEnv(url).dataset")
     parser.add_argument("--keep", type=Path, help="generate the bundles here and keep them (default: a temp folder)")
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",")]
@@ -213,11 +238,15 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{layout:<8} {size:>7}  {cells}", flush=True)
     if args.writer:
         folder = root / f"{layouts[0]}-{max(sizes)}"
-        written = fresh(WRITE, str(folder))
-        print(f"\nverl writer, {layouts[0]} layout: {written['rows']:.0f} rows written in {written['seconds']:.2f} s "
-              f"(CPU: {written['cpu']:.2f} s the writer's, {written['server_cpu']:.2f} s the server's) "
-              f"(the paged Task API, one probe per toolset, the parquet files; peak {written['peak_mb']:.0f} MB) "
-              f"from `agentenv serve`, which loaded the bundle and answered in {written['served']:.2f} s")  # fmt: skip
+        print(f"\nconsumers of `agentenv serve` on {layouts[0]}-{max(sizes)}, each in a fresh interpreter:")
+        for what, label in CONSUMERS.items():
+            if not _importable(CONSUMER_MODULES[what]):
+                print(f"{label}: not timed ({CONSUMER_MODULES[what]} does not import here)")
+                continue
+            done = fresh(WRITE, str(folder), what)
+            print(f"{label}: {done['rows']:.0f} rows in {done['seconds']:.2f} s (CPU: {done['cpu']:.2f} s the "
+                  f"client's, {done['server_cpu']:.2f} s the server's; peak {done['peak_mb']:.0f} MB); the server "
+                  f"loaded the bundle and answered in {done['served']:.2f} s", flush=True)  # fmt: skip
     load = os.getloadavg()
     print(f"\nload average {load[0]:.2f} at the end")
     if args.keep is None:
