@@ -1,5 +1,6 @@
 """Owners that die: a server SIGKILLed with 32 sessions whose envs started programs, a trainer running
-``AgentEnv.local`` killed by SIGTERM and by SIGKILL, a server restarted between episodes."""
+``AgentEnv.local`` killed by SIGTERM and by SIGKILL, a trainer running a harness agent killed by SIGKILL, a
+server restarted between episodes."""
 
 from __future__ import annotations
 
@@ -125,6 +126,47 @@ def test_a_killed_trainer_running_a_local_server_leaves_no_process_behind(
     left = left_after(matrix.mark)
     assert left == [], f"processes of the killed trainer still alive after 5 s: {left}"
     assert trainer.returncode == -how
+
+
+AGENT_TRAINER = """
+import asyncio, sys
+from pathlib import Path
+from agentenv.agentproc import AgentDirs, AgentProcess
+from agentenv.agents import Launch
+
+async def main():
+    root = Path(sys.argv[1])
+    # an agent (the harness runs them this way) that starts a child and waits for it, writing both pids
+    script = f"sleep 600 & echo $! > {root}/pids.tmp; echo $$ >> {root}/pids.tmp; mv {root}/pids.tmp {root}/pids; wait"
+    agent = AgentProcess(Launch(argv=("sh", "-c", script)), AgentDirs(root / "agent"))
+    running = asyncio.create_task(agent.run())
+    while not (root / "pids").exists():
+        await asyncio.sleep(0.05)
+    print("ready", flush=True)
+    await running
+
+asyncio.run(main())
+"""
+
+
+def test_a_sigkilled_trainer_leaves_no_agent_process_behind(matrix: Matrix, tmp_path: Path) -> None:
+    script = tmp_path / "trainer.py"
+    script.write_text(AGENT_TRAINER)
+    trainer = subprocess.Popen([sys.executable, str(script), str(tmp_path)], env=matrix.env(),
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
+    assert trainer.stdout is not None
+    assert trainer.stdout.readline().strip() == "ready", trainer.stderr.read() if trainer.stderr else ""
+    agent = [int(pid) for pid in (tmp_path / "pids").read_text().split()]
+    assert len(agent) == 2 and all(_alive(pid) for pid in agent)  # the agent's shell and its child
+
+    trainer.kill()  # SIGKILL: no kill() of the trainer's runs
+    trainer.communicate(timeout=60)
+    for _ in range(50):
+        if not any(_alive(pid) for pid in agent):
+            break
+        threading.Event().wait(0.1)
+    assert [pid for pid in agent if _alive(pid)] == [], "the agent outlived its trainer by 5 s"
+    assert left_after(matrix.mark) == []  # and the trainer's reaper is gone too
 
 
 def test_a_server_restarted_between_episodes_is_waited_out_by_the_same_session(matrix: Matrix) -> None:

@@ -3,7 +3,8 @@
 The process starts from a clean copy of this process's environment: variables that point a model client
 somewhere (``OPENAI_*``, ``ANTHROPIC_*``, ...) and the XDG folders are dropped, so an agent reaches only the
 endpoint its launch names and keeps its state under its own HOME. This process's environment is never
-changed. Killing a run kills its whole process group (the agent and everything it started).
+changed. Killing a run kills its whole process group (the agent and everything it started); if this process
+dies without killing it (SIGKILL), its reaper (``agentenv.procs``) does.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import procs
 from .agents import Launch
 
 __all__ = ["AgentDirs", "AgentExit", "AgentProcess", "clean_environment"]
@@ -96,6 +98,9 @@ class AgentProcess:
         stamp = f"{self.name}-{time.monotonic_ns()}"
         out_path, err_path = self.dirs.logs / f"{stamp}.out", self.dirs.logs / f"{stamp}.err"
         env = {**clean_environment(), "HOME": str(self.dirs.home), "PWD": str(self.dirs.work), **self.launch.env}
+        # this process's owner tags (clean_environment dropped them): the agent and what it starts die with this
+        # process however it exits, a SIGKILL included, when no kill() of ours can run
+        env[procs.OWNERS_VAR] = procs.owned_environ()[procs.OWNERS_VAR]
         started = time.monotonic()
         # files, not pipes: an agent that prints a lot never blocks on a full pipe while nobody reads it
         with out_path.open("wb") as out, err_path.open("wb") as err:

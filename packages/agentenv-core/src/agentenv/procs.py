@@ -64,8 +64,10 @@ def owned_environ(base: Mapping[str, str] | None = None, *tags: str) -> dict[str
     """``base`` (default: this process's environment) with this owner's tag, and ``tags``, in ``$AGENTENV_OWNERS``.
 
     A Python env that starts programs of its own passes this as their ``env=``: they are then killed with
-    the server (or trainer) that runs the env, however it exits.
+    the server (or trainer) that runs the env, however it exits (this starts the owner's reaper, if it is not
+    running yet, for that).
     """
+    _ensure_reaper()
     environ = dict(os.environ if base is None else base)
     have = [t for t in environ.get(OWNERS_VAR, "").split(":") if t]
     environ[OWNERS_VAR] = ":".join(dict.fromkeys([*have, _tag, *tags]))
