@@ -171,6 +171,11 @@ def consume(what):
         out = os.path.join(tempfile.mkdtemp(), "gym")
         write_nemo_gym(url, out)
         return sum(sum(1 for _ in open(os.path.join(out, f))) for f in os.listdir(out) if f.endswith(".jsonl"))
+    if what == "tasks-route":  # OpenEnv's (ORS's) list_tasks: a whole split in one answer, as that API defines it
+        name = httpx.get(url + "/list_environments").json()[0]
+        answer = httpx.post(f"{url}/{name}/tasks", json={"split": "train"}, timeout=600)
+        answer.raise_for_status()
+        return len(answer.json()["tasks"])
     from agentenv_trl.env import AgentEnv
     with AgentEnv(url, split="train") as env:
         return len(env.dataset)
@@ -191,8 +196,14 @@ CONSUMERS = {
     "verl": "verl writer (paged Task API, one probe per toolset, parquet files)",
     "nemo-gym": "NeMo Gym writer (paged Task API, one probe per toolset, JSONL files)",
     "trl": "AgentEnv(url).dataset (TRL's train split as a datasets.Dataset)",
+    "tasks-route": "POST /<bundle>/tasks (OpenEnv's list_tasks: the whole train split in one answer)",
 }
-CONSUMER_MODULES = {"verl": "agentenv_verl.writer", "nemo-gym": "agentenv_verl.nemo_gym", "trl": "agentenv_trl.env"}
+CONSUMER_MODULES = {
+    "verl": "agentenv_verl.writer",
+    "nemo-gym": "agentenv_verl.nemo_gym",
+    "trl": "agentenv_trl.env",
+    "tasks-route": "httpx",
+}
 
 
 def _importable(module: str) -> bool:
