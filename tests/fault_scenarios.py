@@ -148,7 +148,8 @@ class ScenarioServer:
             assert self.process is not None
             self.process.kill()
         elif self.scenario.at_start == "full":
-            self._holder = SyncSession(Shared(self.url))
+            # waits out the slot's last user: the client's probe session may still be tearing down on the server
+            self._holder = SyncSession(Shared(self.url, waits_for_server=True, reset_timeout=30))
             self._holder.start("echo")
         elif self.scenario.at_start == "leak":  # fewer descriptors left than the server keeps in reserve
             self._holder = SyncSession(Shared(self.url))
