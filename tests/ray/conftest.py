@@ -1,6 +1,6 @@
 """The Ray tier: ``agentenv serve --ray`` as a real subprocess that starts its own local Ray on loopback.
 
-Every process the server starts (Ray's own, the replicas, the guardians, the env programs) inherits
+Every process the server starts (Ray's own, the replicas, their reapers, the env programs) inherits
 ``AGENTENV_TEST_RUN``, so a test can find each one that is left, whoever its parent is now.
 """
 
@@ -31,7 +31,7 @@ def processes_of(marker: str, session: int | None = None) -> list[int]:
     """Live processes whose environment has ``AGENTENV_TEST_RUN=marker``, or that are in ``session``.
 
     Both, because Ray's own processes rename themselves (``ray::...``, setproctitle), which can overwrite
-    what /proc shows of their environment, and the guardians start sessions of their own.
+    what /proc shows of their environment, and the reapers start sessions of their own.
     """
     needle = f"{RUN_VAR}={marker}".encode()
     found = []
@@ -102,7 +102,7 @@ class RayServer(ServeProcess):
         return self.proc.returncode, self.log.read_text(errors="replace")
 
     def leftovers(self) -> list[int]:
-        """Processes of this run still alive: the server, Ray's, the replicas', the guardians', the envs'."""
+        """Processes of this run still alive: the server, Ray's, the replicas', their reapers', the envs'."""
         assert self.proc is not None
         return processes_of(self.marker, session=self.proc.pid)
 

@@ -141,7 +141,7 @@ def test_a_killed_replica_fails_its_episodes_which_replay_and_score_and_no_env_p
             assert record.failures[0].replayable and record.failures[0].fault != "policy", record
         else:  # the other replica's episodes never noticed
             assert record.attempts == 1 and record.failures == [], record
-    # the dead replica's guardian killed the env programs it left, and their children
+    # the dead replica's reaper killed the env programs it left, and their children
     gone = {pid for replica, program, child in placed.values() if replica == victim for pid in (program, child)}
     wait_until(lambda: not any(_alive(pid) for pid in gone), 30, "the dead replica's env processes are gone")
     # Serve replaced the replica: two replicas answer again
@@ -168,7 +168,7 @@ def test_sigterm_closes_every_session_tears_down_every_episode_and_leaves_no_pro
     python.start("echo")
     python.call("echo", {"text": "up"})
     sessions.append(python)
-    assert len(ray_server.leftovers()) > 5  # the server, Ray's processes, 2 replicas, their guardians, 4 programs
+    assert len(ray_server.leftovers()) > 5  # the server, Ray's processes, 2 replicas, their reapers, 4 programs
     before = ray_server.ledger.count("teardown")
 
     code, stderr = ray_server.terminate(timeout=120)

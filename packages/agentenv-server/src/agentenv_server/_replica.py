@@ -7,16 +7,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
-import subprocess
-import sys
-import uuid
 from typing import Any
 
+from agentenv import procs
 from ray import serve
 from ray.serve.request_router import FIFOMixin, PendingRequest, RequestRouter, RunningReplica
 
-from ._guardian import TAG_VAR
 from .app import build_app, close_sessions
 
 __all__ = ["BundleReplica", "LeastBusyRouter"]
@@ -76,10 +72,9 @@ class BundleReplica:
     def __init__(self, bundle: str, options: dict[str, Any], token: str | None, capacity_fix: str) -> None:
         from .runner import redact_token
 
-        self._tag = uuid.uuid4().hex
-        self._guardian: subprocess.Popen[bytes] | None = None
-        self._start_guardian()
-        os.environ[TAG_VAR] = self._tag  # every env program this replica starts inherits it (see _guardian)
+        # every program this replica starts (env programs, what a Python env starts) carries its owner tag, and the
+        # replica's reaper kills them if Ray kills the replica (a crash, OOM, the end of a drain) before teardown
+        procs.own_all_children()
         self._app = build_app(bundle, token=token, **options)
         self._app.state.openenv.capacity_fix = capacity_fix
         redact_token(self._app, loggers=("ray", "ray.serve", "agentenv"))
@@ -87,16 +82,6 @@ class BundleReplica:
         self._watcher: asyncio.Task[None] | None = None
         self._app.router.on_startup.append(self._start_watch)
         self._app.router.on_shutdown.append(self._stop_watch)
-
-    def _start_guardian(self) -> None:
-        env = {k: v for k, v in os.environ.items() if k != TAG_VAR}
-        # its own session: Ray kills a dead worker's process group, and the guardian must outlive the replica
-        self._guardian = subprocess.Popen(
-            [sys.executable, "-m", "agentenv_server._guardian", self._tag],
-            stdin=subprocess.PIPE,
-            env=env,
-            start_new_session=True,
-        )
 
     def __serve_build_asgi_app__(self) -> Any:
         return self._app
@@ -127,7 +112,5 @@ class BundleReplica:
             self._watcher.cancel()
 
     def check_health(self) -> None:
-        """Serve's health check: the replica answers, and its guardian runs (restarted if it died)."""
-        if self._guardian is not None and self._guardian.poll() is not None:
-            log.warning("the env-process guardian exited (code %s); starting a new one", self._guardian.returncode)
-            self._start_guardian()
+        """Serve's health check: the replica answers, and its reaper runs (started again if it died)."""
+        procs.own_all_children()

@@ -89,7 +89,7 @@ def deployment_options(
     it, so the router (``LeastBusyRouter``) sends each new session to the least busy replica with room.
     ``autoscale=(min, max)`` scales on ongoing requests, aiming at 80% of a replica's sessions; scale-down
     waits 10 minutes, since it drains a replica and ends its episodes. ``drain_seconds``: how long a
-    replica that is stopped lets its episodes run before Ray kills it (and its guardian the env programs).
+    replica that is stopped lets its episodes run before Ray kills it (and its reaper the env programs).
     """
     from ray.serve.config import RequestRouterConfig
 
