@@ -255,16 +255,11 @@ AGENT_KINDS = (AgentKind("process", _process_launch, _process_check, _process_mi
 
 
 def _loopback(url: str) -> bool:
-    import ipaddress
     from urllib.parse import urlparse
 
-    host = urlparse(url).hostname or ""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+    from .settings import is_loopback
+
+    return is_loopback(urlparse(url).hostname or "")
 
 
 async def chat(

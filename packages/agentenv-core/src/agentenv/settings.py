@@ -10,7 +10,7 @@ from urllib.parse import urlparse
 
 from .errors import AgentEnvError, Unauthorized
 
-__all__ = ["Shared"]
+__all__ = ["Shared", "is_loopback"]
 
 
 @dataclass(frozen=True)
@@ -67,10 +67,14 @@ class Shared:
     @property
     def loopback(self) -> bool:
         """Whether the server is on this machine (no proxy is used for it)."""
-        host = urlparse(self.http_url).hostname or ""
-        if host == "localhost":
-            return True
-        try:
-            return ipaddress.ip_address(host).is_loopback
-        except ValueError:
-            return False
+        return is_loopback(urlparse(self.http_url).hostname or "")
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` (a name or an address, as in a URL) is this machine's loopback."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False

@@ -4,7 +4,6 @@ shutdown (``Server``) and the token kept out of every log line."""
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import logging
 import math
 import os
@@ -17,6 +16,7 @@ from typing import Any
 
 import uvicorn
 from agentenv import procs
+from agentenv.settings import is_loopback
 
 from .app import MIN_FRAME_BYTES, close_sessions
 
@@ -201,13 +201,3 @@ class ServerThread:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
-
-
-def is_loopback(host: str) -> bool:
-    """Whether ``host`` only listens on this machine."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
