@@ -34,15 +34,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from .errors import AgentEnvError
-from .records import AgentKind
 
 if TYPE_CHECKING:
     from .specs import AgentSpec, EndpointSpec
     from .wire import Tool
 
 __all__ = [
-    "AGENT_KINDS",
-    "AgentKind",
     "AgentRequest",
     "Endpoint",
     "Launch",
@@ -203,7 +200,7 @@ def agent_environment(request: AgentRequest, dialect: Dialect = "openai") -> dic
     return env
 
 
-def _process_launch(request: AgentRequest) -> Launch:
+def process_launch(request: AgentRequest) -> Launch:
     """Any program: `command` (and `resume` for later turns) with `{prompt}` and the other placeholders filled
     in; the endpoint in `OPENAI_*` (or `ANTHROPIC_*`) and `AGENTENV_*`; the reply is its output or the file
     `reply` names."""
@@ -219,7 +216,7 @@ def _process_launch(request: AgentRequest) -> Launch:
     )
 
 
-def _process_check(spec: AgentSpec, bundle_dir: Path) -> list[str]:
+def process_check(spec: AgentSpec, bundle_dir: Path) -> list[str]:
     options = spec.options
     problems = [
         f"unknown field {name!r}; a process agent takes {', '.join(sorted(_PROCESS_FIELDS))}"
@@ -238,7 +235,7 @@ def _process_check(spec: AgentSpec, bundle_dir: Path) -> list[str]:
     return problems
 
 
-def _process_missing(spec: AgentSpec, bundle_dir: Path) -> str | None:
+def process_missing(spec: AgentSpec, bundle_dir: Path) -> str | None:
     import shutil
 
     command = spec.options.get("command") or []
@@ -246,9 +243,6 @@ def _process_missing(spec: AgentSpec, bundle_dir: Path) -> str | None:
     if program and "{" not in program and shutil.which(program) is None and not Path(program).is_file():
         return f"program {program!r} of agent {spec.name!r} is not installed (not on PATH)"
     return None
-
-
-AGENT_KINDS = (AgentKind("process", _process_launch, _process_check, _process_missing),)
 
 
 # --- asking a configured endpoint (judges, user simulators) ----------------------------------------------

@@ -23,9 +23,9 @@ def agentenv_env_kinds() -> Iterator[EnvKind]:
 
 @hookimpl
 def agentenv_agent_kinds() -> Iterator[AgentKind]:
-    from .agents import AGENT_KINDS
+    from .agents import process_check, process_launch, process_missing
 
-    yield from AGENT_KINDS
+    yield AgentKind("process", process_launch, process_check, process_missing)
 
 
 @hookimpl

@@ -23,7 +23,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from agentenv.agents import AgentKind, AgentRequest, Launch, agent_environment
+from agentenv.agents import AgentRequest, Launch, agent_environment
+from agentenv.plugins import AgentKind
 from agentenv.specs import AgentSpec
 
 __all__ = ["HARNESS_AGENT_KINDS"]

@@ -24,9 +24,10 @@ from pathlib import Path
 from typing import Any
 
 from agentenv.agentproc import AgentDirs, AgentExit, AgentProcess
-from agentenv.agents import AgentKind, AgentRequest, Endpoint, McpServer
+from agentenv.agents import AgentRequest, Endpoint, McpServer
 from agentenv.bundle import Bundle, Task
 from agentenv.errors import AgentEnvError, EpisodeLost
+from agentenv.plugins import AgentKind
 from agentenv.specs import AgentSpec, EndpointSpec
 from agentenv.wire import EpisodeResult, Failure
 

@@ -19,10 +19,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from agentenv.agents import AgentKind
 from agentenv.bundle import Bundle, Task, load_bundle
 from agentenv.errors import AgentEnvError
 from agentenv.logs import warn_once
+from agentenv.plugins import AgentKind
 from agentenv.specs import POLICY, AgentSpec, EndpointSpec
 
 __all__ = ["TASK_LINE", "LeftOut", "load", "plan", "prompt_rows", "solver_for", "task_of_prompt"]
