@@ -28,7 +28,10 @@ log = logging.getLogger("agentenv.server")
 RESERVE = 64  # descriptors kept free for the server itself: its listening socket, logs, Task API requests
 BASH_FDS = FDS_PER_CHILD  # while a bash call runs
 # Counting the open descriptors costs about 2.5 us each (26 ms at 10,000): below 1 ms a count, every new session is
-# counted; above, at most once per 40 times what a count took (under 2.5% of a core), an estimate kept in between.
+# counted; above, at most once per 40 times what a count costs (under 2.5% of a core), an estimate kept in between.
+# The cost is reckoned from the number counted, not from a clock: on a busy machine a small count can take over
+# 1 ms, and a count skipped then let a session in after another had used up the descriptors.
+COUNT_SECONDS_PER_FD = 2.5e-6
 CHEAP_COUNT_SECONDS = 0.001
 COUNT_SPACING = 40.0
 ACCEPT_LOG_SECONDS = 10.0
@@ -123,9 +126,10 @@ class FdBudget:
                 counted = open_fds()
                 if counted is None:
                     return True
-                took = time.monotonic() - now
+                # full (or no descriptor left to count with, which costs nothing): look again at the next session
+                cost = 0.0 if counted >= self.limit else counted * COUNT_SECONDS_PER_FD
                 self._sampled, self._since = counted, 0
-                self._next_count_at = now if took < CHEAP_COUNT_SECONDS else now + COUNT_SPACING * took
+                self._next_count_at = now if cost < CHEAP_COUNT_SECONDS else now + COUNT_SPACING * cost
             estimate = self._sampled + self._since * self.per_session
             if estimate + self.per_session + RESERVE > self.limit:
                 return False
