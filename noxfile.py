@@ -48,15 +48,21 @@ def _sync(session: nox.Session, *groups: str, extras: tuple[str, ...] = ()) -> N
 
 
 def _torch_cpu(session: nox.Session) -> list[str]:
-    """``uv pip install`` arguments that get the CPU build of torch."""
+    """``uv pip install`` arguments for torch: the CPU build from a local folder or an index the environment
+    names, else what the default index serves (on Linux a CUDA build, several GB)."""
     for folder in filter(None, [os.environ.get("UV_FIND_LINKS"), os.environ.get("PIP_FIND_LINKS")]):
         for path in folder.split():
             if glob.glob(os.path.join(path, f"torch-{TORCH}+cpu-*.whl")):
                 return [f"torch=={TORCH}+cpu", "--find-links", path]
-    session.log("no local torch CPU wheel found; using PyTorch's CPU index")
-    # PyTorch's CPU index next to the default one (uv keeps the default index; it needs no argument)
-    return [f"torch=={TORCH}", "--extra-index-url", "https://download.pytorch.org/whl/cpu", "--index-strategy",
-            "unsafe-best-match"]  # fmt: skip
+    index = os.environ.get("AGENTENV_TORCH_INDEX")
+    if index:  # PyTorch's CPU wheel index, say, next to the default one (uv keeps the default; it needs no argument)
+        return [f"torch=={TORCH}", "--extra-index-url", index, "--index-strategy", "unsafe-best-match"]
+    session.log(
+        f"no torch {TORCH}+cpu wheel in $UV_FIND_LINKS or $PIP_FIND_LINKS, and $AGENTENV_TORCH_INDEX is not set: "
+        "installing torch from the default index (on Linux its CUDA build). For the CPU build, set "
+        "AGENTENV_TORCH_INDEX to PyTorch's CPU wheel index (pytorch.org's install selector shows it)"
+    )
+    return [f"torch=={TORCH}"]
 
 
 def _pip(session: nox.Session, *args: str) -> None:
