@@ -1,10 +1,14 @@
-"""``agentenv serve`` on a port that is taken says so, names --port, and never claims to be serving."""
+"""``agentenv serve`` on a port that is taken says so, names --port, and never claims to be serving; the socket every
+agentenv server listens on hands out connections with Nagle's algorithm off."""
 
 from __future__ import annotations
 
 import socket
 import subprocess
 import sys
+
+import pytest
+from agentenv_server.runner import listening_socket
 
 from tests.conftest import INBOX
 
@@ -25,3 +29,14 @@ def test_a_port_in_use_is_refused_naming_port_before_any_serving_line():
     assert "pick a free port with --port" in done.stderr
     assert "serving" not in done.stderr + done.stdout  # nothing claimed it was serving
     assert "Traceback" not in done.stderr and "Errno" not in done.stderr
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "::1"])
+def test_the_listening_socket_hands_out_connections_with_nagle_off(host):
+    # asyncio sets TCP_NODELAY only on sockets made with IPPROTO_TCP; without it an HTTP answer written in two
+    # parts waited for the client's delayed ACK (about 40 ms a Task API request on the asyncio loop)
+    with listening_socket(host, 0) as listener:
+        assert listener.proto == socket.IPPROTO_TCP
+        listener.listen()
+        with socket.create_connection(listener.getsockname()[:2]), listener.accept()[0] as accepted:
+            assert accepted.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0

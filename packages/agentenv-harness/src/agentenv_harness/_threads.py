@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import socket
 import threading
 import time
 from collections.abc import Coroutine
@@ -53,12 +52,9 @@ class LoopbackServer:
 
     def __init__(self, app: Any, *, name: str, timeout: float = 30.0) -> None:
         import uvicorn
+        from agentenv_server.runner import listening_socket
 
-        # IPPROTO_TCP, not 0: asyncio sets TCP_NODELAY only on TCP sockets it can tell are TCP, and with Nagle on
-        # a small JSON answer waits for the client's delayed ACK (40 ms a call on Linux)
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        sock.bind(("127.0.0.1", 0))
+        sock = listening_socket("127.0.0.1", 0)  # Nagle off: a small JSON answer must not wait for a delayed ACK
         self.port: int = sock.getsockname()[1]
         self.url = f"http://127.0.0.1:{self.port}"
         config = uvicorn.Config(app, log_level="warning", lifespan="on", access_log=False)

@@ -150,12 +150,11 @@ def run(args: argparse.Namespace) -> int:
 
 def _listen(host: str, port: int) -> socket.socket:
     """A socket bound to ``host:port`` as uvicorn would bind it; a port in use is an error naming ``--port``."""
-    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    from .runner import listening_socket
+
     try:
-        sock.bind((host, port))
+        sock = listening_socket(host, port)
     except OSError as exc:
-        sock.close()
         if exc.errno == errno.EADDRINUSE:
             raise AgentEnvError(
                 f"--port {port}: {host}:{port} is already in use (another agentenv serve?); pick a free port with "

@@ -20,7 +20,15 @@ from agentenv.settings import is_loopback
 
 from .app import MIN_FRAME_BYTES, close_sessions
 
-__all__ = ["DEFAULT_SHUTDOWN_GRACE", "Server", "ServerThread", "is_loopback", "redact_token", "uvicorn_config"]
+__all__ = [
+    "DEFAULT_SHUTDOWN_GRACE",
+    "Server",
+    "ServerThread",
+    "is_loopback",
+    "listening_socket",
+    "redact_token",
+    "uvicorn_config",
+]
 
 log = logging.getLogger("agentenv.server")
 
@@ -151,13 +159,29 @@ def redact_token(app: Any, loggers: Sequence[str] = ()) -> None:
                 handler.addFilter(_Redact(token))
 
 
+def listening_socket(host: str, port: int) -> socket.socket:
+    """A TCP socket bound to ``host:port`` (0: a free port) for uvicorn to serve from, with Nagle's algorithm off.
+
+    Made with ``IPPROTO_TCP``, not 0: asyncio's loop sets ``TCP_NODELAY`` only on connections it can tell are TCP,
+    and with Nagle on, an HTTP answer written in two parts waits for the client's delayed ACK (about 40 ms a
+    Task API request on Linux; uvloop sets it either way). ``OSError`` when the address cannot be bound.
+    """
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # accepted connections inherit it
+        sock.bind((host, port))
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
 class ServerThread:
     """An app served by uvicorn in a daemon thread on a loopback port (0: any free port)."""
 
     def __init__(self, app: Any, *, host: str = "127.0.0.1", port: int = 0, **config: Any) -> None:
-        self._sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
-        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self._sock.bind((host, port))
+        self._sock = listening_socket(host, port)
         self.host = host
         self.port = self._sock.getsockname()[1]
         self.server = Server(uvicorn_config(app, host=host, port=self.port, **config), grace=config.get("grace",
