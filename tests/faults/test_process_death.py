@@ -16,19 +16,10 @@ import pytest
 from agentenv.session import Session
 from agentenv.settings import Shared
 
-from tests.conftest import FAKE, Ledger
+from tests.conftest import FAKE, Ledger, alive
 from tests.faults.conftest import Matrix, left_after, marked, play, run
 
 SESSIONS = 32
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    stat = Path(f"/proc/{pid}/stat")
-    return stat.exists() and stat.read_text().rsplit(")", 1)[1].split()[0] != "Z"
 
 
 def test_a_sigkilled_server_leaves_no_process_behind_and_its_clients_replay_after_restart(
@@ -59,12 +50,12 @@ def test_a_sigkilled_server_leaves_no_process_behind_and_its_clients_replay_afte
             await asyncio.sleep(0.05)
             assert not any(p.done() for p in playing), [p.result() for p in playing if p.done()]
         children = [int(e.split()[1]) for e in ledger.events() if e.startswith("child ")]
-        assert len(children) == SESSIONS and all(_alive(pid) for pid in children)
+        assert len(children) == SESSIONS and all(alive(pid) for pid in children)
 
         await asyncio.to_thread(server.kill)  # SIGKILL: no teardown runs
         left = await asyncio.to_thread(left_after, matrix.mark)
         assert left == [], f"processes of the killed server still alive after 5 s: {left}"
-        assert not any(_alive(pid) for pid in children)
+        assert not any(alive(pid) for pid in children)
 
         await asyncio.to_thread(matrix.serve, "--max-concurrent-envs", str(SESSIONS + 8), port=server.port,
                                 bundle=ops_bundle)  # fmt: skip
@@ -118,7 +109,7 @@ def test_a_killed_trainer_running_a_local_server_leaves_no_process_behind(
             children.append(int(line.split()[1]))
         if line.strip() == "ready":
             break
-    assert len(children) == 4 and all(_alive(pid) for pid in children), trainer.stderr.read() if trainer.stderr else ""
+    assert len(children) == 4 and all(alive(pid) for pid in children), trainer.stderr.read() if trainer.stderr else ""
     assert len(marked(matrix.mark)) >= 1 + 4 + 4  # the trainer, its env programs and their children (and a reaper)
 
     trainer.send_signal(how)
@@ -157,15 +148,15 @@ def test_a_sigkilled_trainer_leaves_no_agent_process_behind(matrix: Matrix, tmp_
     assert trainer.stdout is not None
     assert trainer.stdout.readline().strip() == "ready", trainer.stderr.read() if trainer.stderr else ""
     agent = [int(pid) for pid in (tmp_path / "pids").read_text().split()]
-    assert len(agent) == 2 and all(_alive(pid) for pid in agent)  # the agent's shell and its child
+    assert len(agent) == 2 and all(alive(pid) for pid in agent)  # the agent's shell and its child
 
     trainer.kill()  # SIGKILL: no kill() of the trainer's runs
     trainer.communicate(timeout=60)
     for _ in range(50):
-        if not any(_alive(pid) for pid in agent):
+        if not any(alive(pid) for pid in agent):
             break
         threading.Event().wait(0.1)
-    assert [pid for pid in agent if _alive(pid)] == [], "the agent outlived its trainer by 5 s"
+    assert [pid for pid in agent if alive(pid)] == [], "the agent outlived its trainer by 5 s"
     assert left_after(matrix.mark) == []  # and the trainer's reaper is gone too
 
 

@@ -10,7 +10,6 @@ import asyncio
 import collections
 import os
 import signal
-from pathlib import Path
 
 import httpx
 import pytest
@@ -19,6 +18,7 @@ from agentenv.session import Session, Shared
 from agentenv.sync import SyncSession
 from websockets.exceptions import InvalidStatus
 
+from tests.conftest import alive
 from tests.ray.conftest import PER_REPLICA, TOKEN, TOKEN_VAR, RayServer, parent_of, wait_until
 from tests.unit.server_helpers import open_ws
 
@@ -143,17 +143,9 @@ def test_a_killed_replica_fails_its_episodes_which_replay_and_score_and_no_env_p
             assert record.attempts == 1 and record.failures == [], record
     # the dead replica's reaper killed the env programs it left, and their children
     gone = {pid for replica, program, child in placed.values() if replica == victim for pid in (program, child)}
-    wait_until(lambda: not any(_alive(pid) for pid in gone), 30, "the dead replica's env processes are gone")
+    wait_until(lambda: not any(alive(pid) for pid in gone), 30, "the dead replica's env processes are gone")
     # Serve replaced the replica: two replicas answer again
     wait_until(lambda: len(ray_server.replicas_answering()) == 2, 120, "Serve started a replacement replica")
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
 
 
 def test_sigterm_closes_every_session_tears_down_every_episode_and_leaves_no_process(ray_server):

@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import subprocess
 import sys
 import threading
 import time
-from pathlib import Path
 
 import httpx
 import pytest
@@ -21,7 +19,7 @@ from agentenv.wire import PROTOCOL
 from agentenv_server import build_app
 from websockets.exceptions import InvalidStatus
 
-from tests.conftest import FAKE, INBOX, ServeProcess, free_port
+from tests.conftest import FAKE, INBOX, ServeProcess, alive, free_port
 from tests.unit.server_helpers import ask, half_open, open_ws, reset_data
 
 TOKEN = "tok-3f9a1c77e2"
@@ -419,23 +417,14 @@ def test_sigterm_tears_down_every_episode_and_leaves_no_child(serve_process, led
         session.call("echo", {"text": "up"})
     sessions[2].start("proc-echo")
     child = int(sessions[2].call("spawn", {}).text)
-    assert _alive(child)
+    assert alive(child)
     code, _ = server.terminate()
     assert code == 0
     assert ledger.count("deploy") == 3
     assert ledger.count("teardown") == 3
-    assert not _alive(child)
+    assert not alive(child)
     with pytest.raises(ServerUnavailable):
         sessions[0].call("echo", {"text": "gone?"})
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    stat = Path(f"/proc/{pid}/stat")
-    return not (stat.exists() and stat.read_text().split()[2] == "Z")
 
 
 def test_an_idle_session_is_reaped_and_its_episode_torn_down(serve, ledger):

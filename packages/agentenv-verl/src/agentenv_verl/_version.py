@@ -54,3 +54,11 @@ def __getattr__(name: str) -> str:
 def check_verl(version: str | None = None) -> str:
     """Return the installed verl version (or ``version``); raise ``ImportError`` naming the fix when it does not fit."""
     return INTEGRATION.check(version, why="agentenv_verl.loop runs inside verl")
+
+
+def missing_for_agent_loop(exc: ModuleNotFoundError) -> ImportError:
+    """The error for a module verl's agent loop imports but verl declares only in an extra."""
+    return ImportError(
+        f"verl's agent loop needs {exc.name!r}, which is not installed: {INTEGRATION.install} (it brings what "
+        f"{INTEGRATION.requirement} imports: cachetools, uvicorn, fastapi)"
+    )

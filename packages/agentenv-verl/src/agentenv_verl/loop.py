@@ -19,7 +19,7 @@ from agentenv.settings import Shared
 from agentenv.wire import EpisodeResult, Tool
 
 from ._schemas import parse_tools, typed_schema
-from ._version import INSTALL, SUPPORTED, check_verl
+from ._version import check_verl, missing_for_agent_loop
 from .errors import LoopConfigError, RolloutFailed
 from .keptout import COUNTER
 
@@ -30,10 +30,7 @@ try:
     from verl.experimental.agent_loop.tool_agent_loop import AgentData, AgentState, ToolAgentLoop
     from verl.tools.schemas import OpenAIFunctionToolSchema, ToolResponse
 except ModuleNotFoundError as exc:  # verl declares some of its agent loop's imports only in an extra
-    raise ImportError(
-        f"verl's agent loop needs {exc.name!r}, which is not installed: {INSTALL} (it brings what {SUPPORTED} "
-        "imports: cachetools, uvicorn, fastapi)"
-    ) from exc
+    raise missing_for_agent_loop(exc) from exc
 
 __all__ = ["AgentEnvAgentLoop", "LoopConfigError", "RolloutFailed"]
 

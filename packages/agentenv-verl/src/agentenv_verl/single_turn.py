@@ -17,7 +17,7 @@ from typing import Any
 
 from agentenv.logs import warn_once
 
-from ._version import INSTALL, SUPPORTED, check_verl
+from ._version import check_verl, missing_for_agent_loop
 from .dapo import OverlongPenalty
 from .errors import LoopConfigError, NoVerdictError
 from .reward import KEYS, make_compute_score, verdict
@@ -30,10 +30,7 @@ try:
     from verl.experimental.agent_loop.single_turn_agent_loop import SingleTurnAgentLoop
     from verl.trainer.ppo.reward import get_custom_reward_fn
 except ModuleNotFoundError as exc:  # verl declares some of its agent loop's imports only in an extra
-    raise ImportError(
-        f"verl's agent loop needs {exc.name!r}, which is not installed: {INSTALL} (it brings what {SUPPORTED} "
-        "imports: cachetools, uvicorn, fastapi)"
-    ) from exc
+    raise missing_for_agent_loop(exc) from exc
 
 __all__ = ["AgentEnvSingleTurnLoop"]
 
