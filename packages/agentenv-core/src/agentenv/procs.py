@@ -81,8 +81,7 @@ def own_all_children() -> None:
     For a process that only serves episodes (``agentenv serve``). A trainer serving in process
     (``AgentEnv.local``) does not: its other helpers may be meant to outlive it.
     """
-    os.environ[OWNERS_VAR] = owned_environ()[OWNERS_VAR]
-    _ensure_reaper()
+    os.environ[OWNERS_VAR] = owned_environ()[OWNERS_VAR]  # owned_environ starts the reaper
 
 
 def _ensure_reaper() -> None:
@@ -269,7 +268,6 @@ async def spawn(
 ) -> Child:
     """Start ``argv`` owned by this process (see the module docstring): its own process group, this owner's tag
     and one of its own in ``$AGENTENV_OWNERS``, pipes for stdin, stdout and stderr, its exit watched."""
-    _ensure_reaper()
     tag = uuid.uuid4().hex[:16]
     popen = subprocess.Popen(
         list(argv),
