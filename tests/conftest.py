@@ -83,6 +83,21 @@ def ledger(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Ledger:
     return Ledger(path)
 
 
+def running(marker: str) -> list[int]:
+    """The live processes whose command line carries ``marker`` (zombies left out): how a test finds a process a
+    sandboxed program started, whose own pid is of the sandbox's PID namespace."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if not entry.name.isdigit() or marker.encode() not in (entry / "cmdline").read_bytes():
+                continue
+            if (entry / "stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
+                found.append(int(entry.name))
+        except OSError:  # gone meanwhile
+            continue
+    return found
+
+
 def alive(pid: int) -> bool:
     """Whether process ``pid`` runs (a zombie, exited and not yet waited for, does not)."""
     try:
@@ -121,7 +136,8 @@ _NOFILE = ("import os, resource, sys; n = int(sys.argv[1]); resource.setrlimit(r
 
 
 class ServeProcess:
-    """``agentenv serve`` as a real subprocess (``nofile``: with that limit on open files)."""
+    """``agentenv serve`` as a real subprocess (``nofile``: with that limit on open files; ``scheme`` ``https`` with
+    ``verify`` the certificate it serves, for ``--ssl-certfile``)."""
 
     def __init__(
         self,
@@ -130,9 +146,16 @@ class ServeProcess:
         port: int | None = None,
         env: dict[str, str] | None = None,
         nofile: int | None = None,
+        scheme: str = "http",
+        verify: Path | bool = True,
     ):
         self.port = port or free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
+        self.url = f"{scheme}://127.0.0.1:{self.port}"
+        self.verify: Any = verify
+        if isinstance(verify, Path):
+            import ssl
+
+            self.verify = ssl.create_default_context(cafile=str(verify))
         self.args = [sys.executable, "-m", "agentenv.cli", "serve", str(bundle), "--port", str(self.port),
                      "--log-level", "warning", *args]  # fmt: skip
         if nofile is not None:
@@ -149,7 +172,7 @@ class ServeProcess:
                 _, err = self.proc.communicate()
                 raise RuntimeError(f"agentenv serve exited with {self.proc.returncode}:\n{err}")
             try:
-                if httpx.get(self.url + "/health", timeout=1).status_code == 200:
+                if httpx.get(self.url + "/health", timeout=1, verify=self.verify).status_code == 200:
                     return self
             except httpx.HTTPError:
                 time.sleep(0.1)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import signal
 import tempfile
 import time
 from collections.abc import Iterator
@@ -32,8 +33,9 @@ class Scenario:
 
     ``app``: the server's ``build_app`` options. ``process``: serve with a real ``agentenv serve``. ``at_start``:
     what happens before the rollout starts (``dead``: the server is gone; ``full``: another session holds its
-    one slot). ``midway``: what happens after the episode started, before the first call (``kill``: SIGKILL,
-    ``stop``: SIGTERM, ``idle``: the policy thinks past the server's idle_timeout). ``broken``: the server
+    one slot; ``stopped``: the server process is stopped (SIGSTOP), so the kernel takes the connection and nothing
+    answers the handshake). ``midway``: what happens after the episode started, before the first call (``kill``:
+    SIGKILL, ``stop``: SIGTERM, ``idle``: the policy thinks past the server's idle_timeout). ``broken``: the server
     corrupts its first answer to a tool call. ``nofile``: the server's limit on open files (``at_start="leak"``:
     another session's env leaks descriptors until the server has too few left for a new session: the fake bundle
     with the ``ops`` env, ``tests.conftest.with_ops``).
@@ -71,6 +73,7 @@ SCENARIOS: dict[str, Scenario] = {
         Scenario("restarting", midway="stop", process=True),
         Scenario("capacity", at_start="full", app={"max_concurrent_envs": 1}),
         Scenario("out_of_resources", at_start="leak", process=True, nofile=256, app={"max_concurrent_envs": 4}),
+        Scenario("overloaded", at_start="stopped", process=True),
         Scenario("connection_lost", midway="kill", process=True),
         Scenario("idle", midway="idle", app={"idle_timeout": 0.5}),
         Scenario("protocol", broken=True),
@@ -147,6 +150,9 @@ class ScenarioServer:
         if self.scenario.at_start == "dead":
             assert self.process is not None
             self.process.kill()
+        elif self.scenario.at_start == "stopped":
+            assert self.process is not None and self.process.proc is not None
+            self.process.proc.send_signal(signal.SIGSTOP)
         elif self.scenario.at_start == "full":
             # waits out the slot's last user: the client's probe session may still be tearing down on the server
             self._holder = SyncSession(Shared(self.url, waits_for_server=True, reset_timeout=30))
@@ -169,6 +175,8 @@ class ScenarioServer:
             time.sleep(self.scenario.app["idle_timeout"] * 4)
 
     def stop(self) -> None:
+        if self.process is not None and self.process.proc is not None and self.process.proc.poll() is None:
+            self.process.proc.send_signal(signal.SIGCONT)  # a stopped server cannot shut down
         if self._holder is not None:
             self._holder.close()
         if self.process is not None and self.process.proc is not None and self.process.proc.poll() is None:

@@ -34,6 +34,7 @@ IMPORT_NAMES = {
     "agentenv-trl": "agentenv_trl",
     "agentenv-verl": "agentenv_verl",
     "agentenv-harness": "agentenv_harness",
+    "agentenv-docker": "agentenv_docker",
 }
 
 

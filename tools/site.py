@@ -18,7 +18,7 @@ from pathlib import Path
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("agentenv-core", "agentenv-server", "agentenv-trl", "agentenv-verl", "agentenv-harness")
+PACKAGES = ("agentenv-core", "agentenv-server", "agentenv-trl", "agentenv-verl", "agentenv-harness", "agentenv-docker")
 
 # repository file -> the site page made from it
 INCLUDED: dict[str, str] = {
@@ -28,6 +28,7 @@ INCLUDED: dict[str, str] = {
     "packages/agentenv-trl/README.md": "trl.md",
     "packages/agentenv-verl/README.md": "verl.md",
     "packages/agentenv-harness/README.md": "harness.md",
+    "packages/agentenv-docker/README.md": "containers.md",
     "bench/README.md": "benchmarks.md",
     **{f"packages/{p}/CHANGELOG.md": f"changelog/{p}.md" for p in PACKAGES},
 }

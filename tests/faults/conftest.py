@@ -1,9 +1,12 @@
 """The fault matrix: real ``agentenv serve`` processes (and trainers) on loopback, hurt the way operators see them hurt.
 
-Every process a test starts carries a marker in its environment (``$AGENTENV_FAULT_MARK``), inherited by
-whatever it starts: "processes left" is the count of live processes with the test's marker, found in /proc,
-never by asking the code under test. Each test asserts what the issue's matrix asks of every row: the
-episodes lost, the env failures scored as 0 (must be 0), the processes left (must be 0), what the client saw.
+Every row runs on both event loops uvicorn offers (``loop``: asyncio's and uvloop, which uvicorn picks wherever it is
+installed): ``agentenv serve`` is started with ``--loop``; a row whose server is not ``agentenv serve`` (a trainer
+serving in process) parametrizes ``loop`` itself. Every process a test starts carries a marker in its environment
+(``$AGENTENV_FAULT_MARK``), inherited by whatever it starts: "processes left" is the count of live processes with the
+test's marker, found in /proc, never by asking the code under test. Each test asserts what the issue's matrix asks of
+every row: the episodes lost, the env failures scored as 0 (must be 0), the processes left (must be 0), what the client
+saw.
 """
 
 from __future__ import annotations
@@ -49,6 +52,17 @@ def marked(mark: str) -> list[tuple[int, str]]:
     return found
 
 
+def public_address() -> str:
+    """This machine's address on its network (not loopback): what a client on another machine would connect to."""
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        probe.connect(("192.0.2.1", 9))  # a documentation address: a UDP connect picks the route, sends nothing
+        address = probe.getsockname()[0]
+    assert not address.startswith("127."), f"this machine has no address but loopback ({address})"
+    return address
+
+
 def left_after(mark: str, seconds: float = GONE_WITHIN) -> list[tuple[int, str]]:
     """The marked processes still alive ``seconds`` from now (returns early once none is)."""
     deadline = time.monotonic() + seconds
@@ -61,6 +75,7 @@ def left_after(mark: str, seconds: float = GONE_WITHIN) -> list[tuple[int, str]]
 class Matrix:
     """One row of the fault matrix: its marker, and what its clients saw."""
 
+    loop: str = "auto"
     mark: str = field(default_factory=lambda: uuid.uuid4().hex)
     records: list[RolloutRecord] = field(default_factory=list)
     servers: list[ServeProcess] = field(default_factory=list)
@@ -70,9 +85,9 @@ class Matrix:
         return {MARK_VAR: self.mark, **extra}
 
     def serve(self, *args: str, bundle: Path = FAKE, **kwargs: Any) -> ServeProcess:
-        """``agentenv serve`` with this row's marker."""
+        """``agentenv serve`` with this row's marker, on this row's event loop."""
         env = {**self.env(), **kwargs.pop("env", {})}
-        server = ServeProcess(bundle, *args, env=env, **kwargs)
+        server = ServeProcess(bundle, "--loop", self.loop, *args, env=env, **kwargs)
         self.servers.append(server)
         return server.start()
 
@@ -105,10 +120,20 @@ class Matrix:
         return [f.kind for r in self.records for f in r.failures]
 
 
+LOOPS = ("asyncio", "uvloop")
+
+
+@pytest.fixture(params=LOOPS)
+def loop(request: pytest.FixtureRequest) -> str:
+    """The event loop of the row's ``agentenv serve`` (``--loop``)."""
+    return str(request.param)
+
+
 @pytest.fixture
-def matrix(ledger: Ledger) -> Iterator[Matrix]:
-    """A row of the fault matrix (its servers write to ``ledger``); at the end, nothing it started may be left."""
-    row = Matrix()
+def matrix(ledger: Ledger, loop: str) -> Iterator[Matrix]:
+    """A row of the fault matrix (its servers write to ``ledger``, on ``loop``); at the end, nothing it started may
+    be left."""
+    row = Matrix(loop=loop)
     yield row
     for server in row.servers:
         if server.proc is not None and server.proc.poll() is None:

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+import math
 import time
+from pathlib import Path
 
 import httpx
 import pytest
 from agentenv.errors import Unauthorized
+from agentenv.session import Session
 from agentenv.settings import Shared
 from agentenv.sync import SyncSession
 from websockets.exceptions import ConnectionClosed
@@ -36,6 +39,8 @@ BAD_FRAMES = {
     "JSON nested past Python's parser": (_deep(100_000), "BAD_FRAME"),
     "a call nested 150 deep": (_call({"text": json.loads(_deep(150))}), "BAD_FRAME"),
     "not JSON": ("{not json", "INVALID_JSON"),
+    # found by the fuzz campaign: OpenEnv answers MCP over /ws, outside the episode (tools/call, sessions by id)
+    "OpenEnv's mcp frame": ('{"type": "mcp", "data": {"jsonrpc": "2.0", "id": 1, "method": "x"}}', "BAD_FRAME"),
     "over max_message_bytes": (_call({"text": "x" * 300_000}), "MESSAGE_TOO_LARGE"),
 }
 
@@ -68,8 +73,11 @@ def test_a_frame_over_the_frame_limit_ends_the_connection_with_1009_and_its_epis
     with open_ws(server.url, max_size=None) as ws:
         ask(ws, {"type": "reset", "data": reset_data(task_id="echo")})
         ws.send(_call({"text": "x" * 2_000_000}))
+        before_close = []
         with pytest.raises(ConnectionClosed) as closed:
-            ws.recv(timeout=30)
+            while True:
+                before_close.append(ws.recv(timeout=30))
+    assert before_close == []  # no answer: the frame was not read
     assert closed.value.rcvd is not None and closed.value.rcvd.code == 1009  # "message too big", documented
     assert ledger.wait_for("teardown", 1) == 1
     code, stderr = server.terminate()
@@ -111,3 +119,87 @@ def test_a_half_open_socket_is_reaped_its_episode_torn_down_and_its_slot_freed(m
         sock.close()
     assert matrix.saw(record).reward == 1.0  # the one slot was given back
     assert matrix.lost == 0 and matrix.failures_scored == 0
+
+
+def _raw_call(tool: str, args: str) -> str:
+    return '{"type": "step", "data": {"op": "call", "tool": "' + tool + '", "args": ' + args + "}}"
+
+
+NOT_STANDARD = {
+    "NaN": _raw_call("fail", '{"x": NaN}'),
+    "Infinity": _raw_call("fail", '{"x": Infinity}'),
+    "-Infinity": _raw_call("fail", '{"x": [1, -Infinity]}'),
+    "1e999": _raw_call("fail", '{"x": 1e999}'),
+    "a float of 400 digits": _raw_call("fail", '{"x": ' + "9" * 400 + ".5}"),
+    "an integer of 5000 digits": _raw_call("fail", '{"x": ' + "7" * 5000 + "}"),
+    "a reset index of 5000 digits": '{"type": "reset", "data": {"split": "train", "index": ' + "1" * 5000 + "}}",
+}
+
+
+def test_numbers_standard_json_lacks_get_an_error_frame_and_reach_no_env_program(
+    matrix: Matrix, ledger: Ledger
+) -> None:
+    # the env program reads standard JSON only (fake_proc exits on NaN): it must never see one
+    server = matrix.serve()
+    answers = {}
+    with open_ws(server.url) as ws:
+        assert ask(ws, {"type": "reset", "data": reset_data(task_id="proc-echo")})["type"] == "observation"
+        for name, frame in NOT_STANDARD.items():
+            answers[name] = ask(ws, frame, raw=True)
+        echoed = ask(ws, {"type": "step", "data": {"op": "call", "tool": "echo", "args": {"text": "sub"}}})
+        ended = ask(ws, {"type": "step", "data": {"op": "end_turn", "reply": "sub"}})
+    for name, answer in answers.items():
+        assert answer["type"] == "error" and answer["data"]["code"] == "BAD_FRAME", (name, answer)
+        assert "standard JSON" in answer["data"]["message"] and "session goes on" in answer["data"]["message"]
+    assert echoed["data"]["observation"]["text"] == "sub"  # the same session, the same env program
+    assert ended["data"]["observation"]["result"]["reward"] == 1.0
+    code, stderr = server.terminate()
+    assert code == 0 and "not standard JSON" not in stderr and "Traceback" not in stderr
+
+
+def test_a_policys_numbers_that_json_lacks_are_its_own_mistake_and_the_episode_goes_on(
+    matrix: Matrix, ledger: Ledger
+) -> None:
+    server = matrix.serve()
+
+    async def main() -> tuple[list[object], object]:
+        session = Session(Shared(server.url))
+        try:
+            await session.start("proc-echo")
+            answers = [await session.call("fail", {"x": value}) for value in (math.nan, -math.inf, 10**5000)]
+            await session.call("echo", {"text": "sub"})
+            return answers, (await session.end_turn("sub")).result
+        finally:
+            await session.close()
+
+    answers, result = run(main())
+    for answer in answers:
+        assert answer.error and "JSON" in answer.text and "was not run" in answer.text, answer  # type: ignore[attr-defined]
+    assert (result.outcome, result.reward) == ("scored", 1.0)  # type: ignore[attr-defined]
+
+
+def _peak_rss(pid: int) -> int:
+    """The most memory the process has held (VmHWM), in bytes."""
+    line = next(x for x in Path(f"/proc/{pid}/status").read_text().splitlines() if x.startswith("VmHWM:"))
+    return int(line.split()[1]) * 1024
+
+
+def test_frames_between_the_message_and_frame_limits_are_not_kept_whole(matrix: Matrix, ledger: Ledger) -> None:
+    server = matrix.serve()  # the defaults: MESSAGE_TOO_LARGE past 4 MiB, close 1009 past 16 MiB
+    assert server.proc is not None
+    frame = _call({"text": "x" * (15 << 20)})
+    with open_ws(server.url) as ws:
+        ask(ws, {"type": "reset", "data": reset_data(task_id="echo")})
+        before = _peak_rss(server.proc.pid)
+        # while a call runs, OpenEnv's loop takes no frame: what the client sends meanwhile waits in the server
+        ws.send(json.dumps({"type": "step", "data": {"op": "call", "tool": "sleep_sync", "args": {"seconds": 20}}}))
+        for _ in range(20):
+            ws.send(frame)
+        answers = [json.loads(ws.recv(timeout=120)) for _ in range(21)]
+        grew = _peak_rss(server.proc.pid) - before
+        echoed = ask(ws, {"type": "step", "data": {"op": "call", "tool": "echo", "args": {"text": "ping"}}})
+    assert answers[0]["data"]["observation"]["text"] == "slept"
+    assert {a["data"]["code"] for a in answers[1:]} == {"MESSAGE_TOO_LARGE"}
+    assert echoed["data"]["observation"]["text"] == "ping"  # the session went on
+    # kept whole, they are 300 MiB; dropped as they arrive, what remains is reading one or two at a time
+    assert grew < 200 << 20, f"the server grew by {grew >> 20} MiB for 20 frames (300 MiB) it dropped"

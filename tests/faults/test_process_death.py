@@ -7,16 +7,18 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
 from agentenv.session import Session
 from agentenv.settings import Shared
 
-from tests.conftest import FAKE, Ledger, alive
+from tests.conftest import FAKE, Ledger, alive, running
 from tests.faults.conftest import Matrix, left_after, marked, play, run
 
 SESSIONS = 32
@@ -49,7 +51,9 @@ def test_a_sigkilled_server_leaves_no_process_behind_and_its_clients_replay_afte
         while len(ready) < SESSIONS:
             await asyncio.sleep(0.05)
             assert not any(p.done() for p in playing), [p.result() for p in playing if p.done()]
-        children = [int(e.split()[1]) for e in ledger.events() if e.startswith("child ")]
+        # a Python env's child is told by its pid, a subprocess env's (in its sandbox's PID namespace) by a marker
+        named = [e.split()[1] for e in ledger.events() if e.startswith("child ")]
+        children = [pid for n in named for pid in ([int(n)] if n.isdigit() else running(n))]
         assert len(children) == SESSIONS and all(alive(pid) for pid in children)
 
         await asyncio.to_thread(server.kill)  # SIGKILL: no teardown runs
@@ -89,33 +93,45 @@ time.sleep(600)
 """
 
 
+# the trainer's own server (AgentEnv.local) runs on uvicorn's choice of loop, not on a --loop of agentenv serve
+@pytest.mark.parametrize("loop", ["auto"])
 @pytest.mark.parametrize("how", [signal.SIGTERM, signal.SIGKILL], ids=["SIGTERM", "SIGKILL"])
 def test_a_killed_trainer_running_a_local_server_leaves_no_process_behind(
     matrix: Matrix, tmp_path: Path, how: signal.Signals
 ) -> None:
     script = tmp_path / "trainer.py"
     script.write_text(TRAINER)
-    trainer = subprocess.Popen(
-        [sys.executable, str(script), str(FAKE)],
-        env={**os.environ, **matrix.env(TRL_EXPERIMENTAL_SILENCE="1")},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    # its stderr goes to a file: a pipe nobody reads would block it, and reading one blocks until the trainer exits
+    with open(tmp_path / "trainer.err", "w") as err:
+        trainer = subprocess.Popen(
+            [sys.executable, str(script), str(FAKE)],
+            env={**os.environ, **matrix.env(TRL_EXPERIMENTAL_SILENCE="1")},
+            stdout=subprocess.PIPE,
+            stderr=err,
+            text=True,
+        )
     assert trainer.stdout is not None
     children = []
     for line in trainer.stdout:
         if line.startswith("child "):
-            children.append(int(line.split()[1]))
+            children.append(line.split()[1])  # the child's marker: its pid is of its sandbox's PID namespace
         if line.strip() == "ready":
             break
-    assert len(children) == 4 and all(alive(pid) for pid in children), trainer.stderr.read() if trainer.stderr else ""
+    # a sandboxed child shows in the host's /proc a moment after its program answers (seen in a fresh-clone run)
+    deadline = time.monotonic() + 10
+    while any(not running(c) for c in children) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    gone = [c for c in children if not running(c)]
+    if len(children) != 4 or gone:
+        trainer.kill()
+        raise AssertionError(f"children {children}, not running: {gone}\n{(tmp_path / 'trainer.err').read_text()}")
     assert len(marked(matrix.mark)) >= 1 + 4 + 4  # the trainer, its env programs and their children (and a reaper)
 
     trainer.send_signal(how)
     trainer.communicate(timeout=60)
     left = left_after(matrix.mark)
     assert left == [], f"processes of the killed trainer still alive after 5 s: {left}"
+    assert not any(running(c) for c in children)
     assert trainer.returncode == -how
 
 
@@ -126,12 +142,15 @@ from agentenv.agentproc import AgentDirs, AgentProcess
 from agentenv.agents import Launch
 
 async def main():
-    root = Path(sys.argv[1])
-    # an agent (the harness runs them this way) that starts a child and waits for it, writing both pids
-    script = f"sleep 600 & echo $! > {root}/pids.tmp; echo $$ >> {root}/pids.tmp; mv {root}/pids.tmp {root}/pids; wait"
-    agent = AgentProcess(Launch(argv=("sh", "-c", script)), AgentDirs(root / "agent"))
+    root, mark = Path(sys.argv[1]), sys.argv[2]
+    # an agent (the harness runs them this way, in its sandbox) that starts a child and waits for it; both carry
+    # the mark in their command lines (their pids are of the sandbox's PID namespace) and it says when it is up in
+    # its own working folder (the one it may write)
+    dirs = AgentDirs(root / "agent")
+    script = f"sh -c 'sleep 600; : {mark}' & touch {dirs.work}/up; wait; : {mark}"
+    agent = AgentProcess(Launch(argv=("sh", "-c", script)), dirs)
     running = asyncio.create_task(agent.run())
-    while not (root / "pids").exists():
+    while not (dirs.work / "up").exists():
         await asyncio.sleep(0.05)
     print("ready", flush=True)
     await running
@@ -140,15 +159,16 @@ asyncio.run(main())
 """
 
 
+@pytest.mark.parametrize("loop", ["no server"])
 def test_a_sigkilled_trainer_leaves_no_agent_process_behind(matrix: Matrix, tmp_path: Path) -> None:
     script = tmp_path / "trainer.py"
     script.write_text(AGENT_TRAINER)
-    trainer = subprocess.Popen([sys.executable, str(script), str(tmp_path)], env=matrix.env(),
+    trainer = subprocess.Popen([sys.executable, str(script), str(tmp_path), matrix.mark], env=matrix.env(),
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)  # fmt: skip
     assert trainer.stdout is not None
     assert trainer.stdout.readline().strip() == "ready", trainer.stderr.read() if trainer.stderr else ""
-    agent = [int(pid) for pid in (tmp_path / "pids").read_text().split()]
-    assert len(agent) == 2 and all(alive(pid) for pid in agent)  # the agent's shell and its child
+    agent = running(matrix.mark)
+    assert len(agent) >= 2  # the agent's shell and its child (and the sandbox around them)
 
     trainer.kill()  # SIGKILL: no kill() of the trainer's runs
     trainer.communicate(timeout=60)
@@ -170,12 +190,27 @@ def test_a_server_restarted_between_episodes_is_waited_out_by_the_same_session(m
             matrix.saw(await play(shared, "echo", [("echo", {"text": "ping"})], "ping", session=session))
             code, stderr = await asyncio.to_thread(server.terminate)
             assert code == 0 and "Traceback" not in stderr
-            threading.Timer(1.0, lambda: matrix.serve(port=server.port)).start()
+            restart = threading.Timer(1.0, lambda: matrix.serve(port=server.port))
+            restart.start()
             matrix.saw(await play(shared, "echo", [("echo", {"text": "ping"})], "ping", session=session))
         finally:
             await session.close()
+        await asyncio.to_thread(restart.join)  # its start() ends before the row's teardown stops the server
 
     run(main())
     assert [(r.outcome, r.reward) for r in matrix.results] == [("scored", 1.0), ("scored", 1.0)]
     assert matrix.lost == 0  # the restart fell between episodes: the second start waited it out
     assert matrix.failures_scored == 0
+
+
+def test_a_server_gone_leaves_no_one_listening_on_its_port(matrix: Matrix, ledger: Ledger) -> None:
+    server = matrix.serve()
+    record = run(play(Shared(server.url), "proc-echo", [("echo", {"text": "sub"})], "sub"))  # starts the reaper too
+    assert matrix.saw(record).reward == 1.0
+    reapers = [pid for pid, cmdline in marked(matrix.mark) if "_reaper.py" in cmdline]
+    assert len(reapers) == 1
+    held = [os.readlink(f"/proc/{reapers[0]}/fd/{fd}") for fd in os.listdir(f"/proc/{reapers[0]}/fd")]
+    assert not [link for link in held if link.startswith("socket:")], held  # the server's listening socket
+    server.kill()  # SIGKILL: the reaper outlives the server while it sweeps
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection(("127.0.0.1", server.port), timeout=5).close()

@@ -7,6 +7,7 @@ Every process the server starts (Ray's own, the replicas, their reapers, the env
 from __future__ import annotations
 
 import os
+import secrets
 import shutil
 import signal
 import subprocess
@@ -50,8 +51,29 @@ def processes_of(marker: str, session: int | None = None) -> list[int]:
     return found
 
 
+def ray_token(folder: Path) -> dict[str, str]:
+    """The environment of a Ray with token auth whose token is a new file in ``folder``.
+
+    Ray reads ``RAY_AUTH_TOKEN_PATH``; without it, ``~/.ray/auth_token``, which a fresh machine lacks
+    (``ray start`` then refuses) and which the first local ``ray.init`` writes (so a test's outcome would
+    depend on what ran before it on that machine).
+    """
+    path = folder / "auth_token"
+    path.write_text(secrets.token_hex(32))
+    path.chmod(0o600)
+    return {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(path)}
+
+
 def parent_of(pid: int) -> int:
     return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+
+
+def starter_of(program: int) -> int:
+    """The process that started a sandboxed env program: its first ancestor that is not its sandbox (bwrap)."""
+    pid = parent_of(program)
+    while Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0", 1)[0].endswith(b"bwrap"):
+        pid = parent_of(pid)
+    return pid
 
 
 def wait_until(check, timeout: float, what: str):  # type: ignore[no-untyped-def]
@@ -73,7 +95,8 @@ class RayServer(ServeProcess):
         self.ray_dir = Path(tempfile.mkdtemp(prefix="ar-", dir="/tmp"))  # short: Ray's socket paths have a limit
         self.ledger = Ledger(tmp / "ledger.txt")
         own = {TOKEN_VAR: TOKEN, RUN_VAR: self.marker, "RAY_TMPDIR": str(self.ray_dir),
-               "AGENTENV_FAKE_LEDGER": str(self.ledger.path), "RAY_USAGE_STATS_ENABLED": "0"}  # fmt: skip
+               "AGENTENV_FAKE_LEDGER": str(self.ledger.path), "RAY_USAGE_STATS_ENABLED": "0",
+               **ray_token(self.ray_dir)}  # fmt: skip
         super().__init__(FAKE, "--ray", "--token-var", TOKEN_VAR, *args, env={**own, **(env or {})})
 
     def start(self, timeout: float = 180.0) -> RayServer:

@@ -22,8 +22,8 @@ from agentenv.errors import EpisodeLost
 from agentenv.session import Shared
 from agentenv.sync import SyncSession
 
-from tests.conftest import Ledger, free_port
-from tests.ray.conftest import RUN_VAR, TOKEN, TOKEN_VAR, RayServer, processes_of, wait_until
+from tests.conftest import FAKE, Ledger, free_port
+from tests.ray.conftest import RUN_VAR, TOKEN, TOKEN_VAR, RayServer, processes_of, ray_token, wait_until
 
 
 @pytest.fixture
@@ -31,9 +31,9 @@ def cluster(tmp_path):
     """A one-node Ray cluster on loopback, started with ``ray start``; its processes are killed by pid after."""
     marker = uuid.uuid4().hex
     ray_dir = Path(tempfile.mkdtemp(prefix="ac-", dir="/tmp"))
-    # loopback only; Ray's token auth on (ray start enables it; a loopback client would otherwise not send it)
+    # loopback only; Ray's token auth on, with a token of this cluster's own (ray start makes none)
     env = {**os.environ, RUN_VAR: marker, "RAY_TMPDIR": str(ray_dir), "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
-           "RAY_AUTH_MODE": "token", "RAY_USAGE_STATS_ENABLED": "0",
+           "RAY_USAGE_STATS_ENABLED": "0", **ray_token(ray_dir),
            "AGENTENV_FAKE_LEDGER": str(tmp_path / "ledger.txt"), TOKEN_VAR: TOKEN}  # fmt: skip
     gcs = free_port()
     ray = Path(sys.executable).parent / "ray"
@@ -80,3 +80,19 @@ def test_a_bundle_is_shipped_to_a_cluster_and_stopping_its_driver_leaves_the_clu
     status = subprocess.run([str(Path(sys.executable).parent / "ray"), "status", "--address", address], env=env,
                             capture_output=True, text=True, timeout=60)  # fmt: skip
     assert status.returncode == 0 and "Active:" in status.stdout, status.stderr
+
+
+def test_a_serve_already_listening_on_a_public_address_is_refused_without_a_token(cluster):
+    # Ray keeps a running Serve's host and port, whatever --host says: it served tokenless on 0.0.0.0
+    address, env, _, _ = cluster
+    port = free_port()
+    serve = Path(sys.executable).parent / "serve"
+    argv = [str(serve), "start", "--address", address, "--http-host", "0.0.0.0", "--http-port", str(port)]
+    started = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=180)
+    assert started.returncode == 0, started.stderr[-2000:]
+    tokenless = {k: v for k, v in env.items() if k != TOKEN_VAR}
+    argv = [sys.executable, "-m", "agentenv.cli", "serve", str(FAKE), "--ray", "--ray-address", address]
+    done = subprocess.run([*argv, "--port", str(port)], env=tokenless, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert "0.0.0.0" in done.stderr and "Serve already listened there" in done.stderr
+    assert httpx.get(f"http://127.0.0.1:{port}/health").status_code == 404  # nothing of it was left deployed

@@ -69,7 +69,7 @@ def test_ray_flags_are_checked_before_ray_starts(args, says):
     assert says in done.stderr
 
 
-def test_serves_application_builder_reads_the_token_from_its_variable_and_checks_its_args(monkeypatch):
+def test_serves_application_builder_binds_the_tokens_variable_never_the_token_and_checks_its_args(monkeypatch):
     from agentenv_server.ray import build_application
 
     monkeypatch.setenv("RAYSERVICE_TOKEN", "tok-k8s")
@@ -77,10 +77,15 @@ def test_serves_application_builder_reads_the_token_from_its_variable_and_checks
                              "max_concurrent_envs": 8})  # fmt: skip
     deployment = app._bound_deployment  # what Serve deploys: the one deployment, its settings and arguments
     assert deployment.max_ongoing_requests == 8 + HEADROOM
-    bundle, options, token, _ = deployment.init_args
-    assert (bundle, options["max_concurrent_envs"], token) == (str(FAKE), 8, "tok-k8s")
+    bundle, options, token_var, _ = deployment.init_args
+    assert (bundle, options["max_concurrent_envs"], token_var) == (str(FAKE), 8, "RAYSERVICE_TOKEN")
+    assert "tok-k8s" not in repr(deployment.init_args)  # Serve keeps bound arguments in Ray's GCS
     with pytest.raises(AgentEnvError, match="unknown replica; give bundle"):
         build_application({"bundle": str(FAKE), "replica": 2})
-    monkeypatch.delenv("RAYSERVICE_TOKEN")
-    with pytest.raises(AgentEnvError, match=r"\$RAYSERVICE_TOKEN is not set"):
-        build_application({"bundle": str(FAKE), "token_var": "RAYSERVICE_TOKEN"})
+
+
+def test_deploy_refuses_a_public_host_without_a_token():
+    from agentenv_server.ray import deploy
+
+    with pytest.raises(AgentEnvError, match="allow_no_token=True"):
+        deploy(FAKE, host="0.0.0.0")

@@ -18,8 +18,8 @@ from agentenv.session import Session, Shared
 from agentenv.sync import SyncSession
 from websockets.exceptions import InvalidStatus
 
-from tests.conftest import alive
-from tests.ray.conftest import PER_REPLICA, TOKEN, TOKEN_VAR, RayServer, parent_of, wait_until
+from tests.conftest import alive, running
+from tests.ray.conftest import PER_REPLICA, TOKEN, TOKEN_VAR, RayServer, parent_of, starter_of, wait_until
 from tests.unit.server_helpers import open_ws
 
 EPISODES = 64
@@ -111,9 +111,9 @@ def test_a_killed_replica_fails_its_episodes_which_replay_and_score_and_no_env_p
 
             async def attempt(started):
                 if rollout.record.attempts == 1:
-                    child = int((await rollout.call("spawn", {})).text)  # the env program's parent is the replica
+                    [child] = running((await rollout.call("spawn", {})).text)
                     program = parent_of(child)
-                    placed[n] = (parent_of(program), program, child)
+                    placed[n] = (starter_of(program), program, child)
                     if len(placed) == 6:
                         ready.set()
                     await killed.wait()

@@ -9,9 +9,11 @@ one-second tool deadline.
 from __future__ import annotations
 
 import statistics
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from agentenv import record
 from agentenv_trl import AgentEnv
 from agentenv_trl.tiny import tiny_model, tiny_tokenizer, warm_start
 from datasets import Dataset
@@ -33,10 +35,13 @@ CLASSES = {
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    with AgentEnv.local(FAKE, tool_timeout=1.0) as env:
+    records = tmp_path_factory.mktemp("records")
+    with AgentEnv.local(FAKE, tool_timeout=1.0, record=records) as env:
         rows = {r["task_id"]: r for r in env.dataset if r["task_id"] in SCRIPTS}
         conversations = [script(env, rows[task], turns) for task, turns in SCRIPTS.items()]
         env.results.clear()
+        # the warm-up's episodes may end later (when their instance is reset or closed): the run's are those after
+        after = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
         tokenizer = tiny_tokenizer(conversations)
         model = tiny_model(tokenizer, hidden_size=64, layers=2)
         warm_start(model, tokenizer, conversations, steps=200, learning_rate=3e-3, batch_size=4)
@@ -51,7 +56,10 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Any:
         )
         recorder.trainer = trainer
         trainer.train()
-        yield env, trainer, recorder.steps
+    # closed: every episode is torn down (a rollout's episode ends when its instance is reset or closed) and the
+    # server's recorder has written what it had
+    env.played_records = [r for r in record.read(records) if r["started"] > after]  # the run's, not the warm-up's
+    yield env, trainer, recorder.steps
 
 
 def rollouts(steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -83,6 +91,21 @@ def test_each_task_was_played_twice_in_two_steps(run: Any) -> None:
     _, trainer, steps = run
     assert trainer.state.global_step == 2
     assert sorted(r["task"] for r in rollouts(steps)) == sorted([*SCRIPTS] * 2)
+
+
+def test_the_server_recorded_one_record_per_rollout_with_its_calls_and_outcome(run: Any) -> None:
+    env, _, steps = run
+    played = env.played_records
+    assert len(played) == len(rollouts(steps)) == 8
+    assert sorted(r["task"] for r in played) == sorted(["echo", "two-turn", "no-add", "deploy-fails"] * 2)
+    assert {r["client"] for r in played} == {"trl"} and {r["attempt"] for r in played} == {1}
+    for r in played:
+        if r["task"] == "deploy-fails":
+            assert (r["outcome"], r["reward"], r["failure"]["kind"]) == ("failed", None, "deploy")
+        if r["task"] == "no-add" and r["outcome"] == "failed":
+            assert r["failure"]["kind"] == "deadline" and r["turns"][0]["calls"] == []
+    rewards = sorted(r["reward"] for r in played if r["outcome"] == "scored")
+    assert rewards == sorted(e.reward for step in steps for e in step["episodes"] if e.reward is not None)
 
 
 def test_dict_mode_gives_each_toolset_its_class_its_tools_and_its_reward_column(run: Any) -> None:

@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 from agentenv.errors import AgentEnvError
-from agentenv.settings import Shared
 from agentenv.taskapi import tasks_and_tools
 from agentenv_trl import AgentEnv
 from agentenv_trl.demo import tool_methods
@@ -57,7 +56,7 @@ def alternatives(schema: dict[str, Any]) -> list[str]:
 def served_and_rendered(bundle: Path) -> list[tuple[str, dict[str, Any], dict[str, Any]]]:
     """For every tool of every toolset: (tool name, the server's schema, what get_json_schema renders)."""
     with AgentEnv.local(bundle) as env:
-        _, served = tasks_and_tools(Shared(env.url), list(env.info.splits))  # the server's own listing
+        _, served = tasks_and_tools(env.shared, list(env.info.splits))  # the server's own listing
         out = []
         for cls in env.environments.values():
             rendered = {m.__name__: get_json_schema(m)["function"] for m in tool_methods(cls())}

@@ -32,7 +32,6 @@ def script(env: Any, row: dict[str, Any], turns: Sequence[Sequence[tuple[str, di
 
     Tool answers are the server's own. Returns ``(messages, tools)`` for ``warm_start``.
     """
-    from agentenv_trl import EpisodeLost
     from agentenv_trl.demo import tool_methods
 
     classes = env.environments
@@ -43,8 +42,8 @@ def script(env: Any, row: dict[str, Any], turns: Sequence[Sequence[tuple[str, di
         for tool, args in turn:
             try:
                 text = str(getattr(instance, tool)(**args))
-            except EpisodeLost as exc:
-                text = str({"error": str(exc)})  # what TRL shows the model for a tool that raised
+            except Exception as exc:  # TRL catches whatever a tool raises (EpisodeLost, ...) and shows it so
+                text = str({"error": str(exc)})
             messages += [say(tool, **args), answer(tool, text)]
     messages.append({"role": "assistant", "content": ""})
     instance.get_reward()

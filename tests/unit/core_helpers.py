@@ -13,7 +13,7 @@ import pytest
 from agentenv import Bundle, BundleError, Episode, EpisodeResult, load_bundle
 from agentenv.errors import BundleProblem
 
-from tests.conftest import FAKE
+from tests.conftest import FAKE, running  # noqa: F401  # tests import it from here too
 
 
 def copy_bundle(tmp_path: Path, source: Path = FAKE) -> Path:

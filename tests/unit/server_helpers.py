@@ -35,13 +35,14 @@ def ask(ws: Any, message: Any, *, raw: bool = False) -> dict[str, Any]:
     return json.loads(ws.recv(timeout=30))
 
 
-def half_open(http_url: str, first_message: dict[str, Any]) -> socket.socket:
+def half_open(http_url: str, first_message: dict[str, Any], *, timeout: float | None = None) -> socket.socket:
     """A client that completes the handshake, sends one frame, then never reads or answers again.
 
     Like a peer whose machine vanished: the socket stays open on our side, but nobody answers pings.
+    ``timeout`` bounds the connect and the handshake (``TimeoutError``: nobody answered).
     """
     parsed = urlparse(http_url)
-    sock = socket.create_connection((parsed.hostname, parsed.port))
+    sock = socket.create_connection((parsed.hostname, parsed.port), timeout=timeout)
     key = base64.b64encode(os.urandom(16)).decode()
     sock.sendall(
         (
@@ -61,4 +62,5 @@ def half_open(http_url: str, first_message: dict[str, Any]) -> socket.socket:
     else:
         header += bytes([0x80 | 126]) + struct.pack("!H", len(payload))
     sock.sendall(header + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(payload)))
+    sock.settimeout(None)
     return sock

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import re
+import uuid
 from pathlib import Path
 
 import pytest
 from agentenv import load_bundle
 
 from tests.conftest import FAKE
-from tests.unit.core_helpers import gone, play, until
+from tests.unit.core_helpers import play, running, until
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +45,7 @@ async def test_bash_runs_in_a_scratch_folder_of_the_episode_removed_at_teardown(
     )
     scratch = Path(steps[0].text.splitlines()[0])
     assert steps[1].text.startswith("kept")
-    assert scratch.name.startswith("agentenv-bash-")
+    assert scratch.name == "work" and scratch.parent.name.startswith("agentenv-bash-")
     assert not scratch.exists()
 
 
@@ -68,15 +69,12 @@ async def test_bash_is_an_unknown_tool_where_the_task_does_not_offer_it(fake):
     assert steps[0].text.startswith("unknown tool 'bash'")
 
 
-async def test_a_command_past_the_deadline_fails_the_episode_and_is_killed(fake, tmp_path):
-    pid_file = tmp_path / "pid"
-    _, steps, result = await play(
-        fake, "bash", [("bash", {"command": f"echo $$ > {pid_file}; exec sleep 30"})], tool_timeout=0.5
-    )
+async def test_a_command_past_the_deadline_fails_the_episode_and_is_killed(fake):
+    marker = f"agentenv-deadline-{uuid.uuid4().hex}"
+    _, steps, result = await play(fake, "bash", [("bash", {"command": f"exec -a {marker} sleep 30"})], tool_timeout=0.5)
     assert steps[0].done
     assert (result.outcome, result.failure.kind, result.failure.stage) == ("failed", "deadline", "tool")
-    pid = int(pid_file.read_text())
-    await until(lambda: gone(pid))
+    await until(lambda: not running(marker))
 
 
 async def test_long_output_is_cut_with_a_note(fake):

@@ -74,7 +74,9 @@ def test_an_env_kinds_problem_is_said_at_the_sub_field_it_names(fake):
     problem = only_problem(refused(fake))
     assert (problem.file, problem.field) == ("bundle.yaml", "envs.proc.imag")
     assert problem.line == line_of(fake / "bundle.yaml", "imag: x")
-    assert problem.message == "unknown field; a subprocess env takes command, config, roles, env"
+    assert problem.message == (
+        "unknown field; a subprocess env takes command, config, roles, env, pass_env, sandbox, setup"
+    )
 
 
 def test_a_yaml_syntax_error_in_a_task_names_the_file_and_its_line(fake):
@@ -102,7 +104,7 @@ def test_an_unknown_env_kind_is_refused_with_the_known_kinds(fake):
     problem = error.problems[0]
     assert (problem.file, problem.field) == ("bundle.yaml", "envs.proc.kind")
     assert problem.line == line_of(fake / "bundle.yaml", "kind: docker")
-    assert "unknown env kind 'docker'; known: python, subprocess" in problem.message
+    assert "unknown env kind 'docker'; known: bash, container, python, subprocess" in problem.message
     assert "install the plugin that provides it" in problem.message
     assert f"bundle.yaml:{problem.line}: envs.proc.kind: unknown env kind 'docker'" in str(error)
 
@@ -298,7 +300,8 @@ def test_a_bundle_refused_for_an_unknown_kind_loads_once_a_plugin_provides_it(fa
             yield EnvKind("docker", subprocess_kind.create, subprocess_kind.describe)
 
     refused(fake, plugin_set=Plugins())
-    assert load_bundle(fake, plugin_set=Plugins(extra=[("docker", Docker)])).envs["proc"].kind == "docker"
+    # named apart from agentenv-docker's own plugin ("docker"), which the test environment has installed
+    assert load_bundle(fake, plugin_set=Plugins(extra=[("docker-like", Docker)])).envs["proc"].kind == "docker"
 
 
 def test_an_unknown_field_in_the_defaults_is_refused_once_in_bundle_yaml(fake):
@@ -307,6 +310,6 @@ def test_an_unknown_field_in_the_defaults_is_refused_once_in_bundle_yaml(fake):
     assert (problem.file, problem.field) == ("bundle.yaml", "defaults.sytem")
     assert problem.line == line_of(fake / "bundle.yaml", "sytem:")
     assert (
-        "unknown task field; the fields are deploy, id, metadata, reward, solution, split, system, toolset, turns"
+        "unknown task field; the fields are deploy, id, metadata, qa, reward, solution, split, system, toolset, turns"
         in (problem.message)
     )

@@ -212,7 +212,11 @@ async def test_a_broken_verifier_fails_the_episode_naming_the_step(fake):
     _, _, result = await play(fake, "broken-verifier", replies=["anything"])
     assert (result.outcome, result.reward) == ("failed", None)
     assert (result.failure.kind, result.failure.stage) == ("verifier", "scoring")
-    assert result.failure.message == "verifier 'answer-1' (python): RuntimeError: the fake verifier broke"
+    assert (
+        result.failure.message
+        == "verifier 'answer-1' (python check fake_env:broken_check): RuntimeError: the fake verifier broke "
+        "(fake_env.py:239 in broken_check)"
+    )
 
 
 async def test_a_failed_episode_answers_every_later_call_with_its_result(fake):

@@ -383,3 +383,58 @@ def test_math_is_unbiased_for_n_equal_k():
 
     assert pass_at_k(5, 0, 5) == 0.0 and pass_at_k(5, 1, 5) == 1.0 and pass_at_k(3, 1, 4) is None
     assert pass_at_k(10, 3, 2) == pytest.approx(1 - math.comb(7, 2) / math.comb(10, 2))
+
+
+def test_ctrl_c_says_how_to_resume_and_the_resumed_run_plays_only_the_rest(tmp_path, inbox):
+    # before, an interrupted run ended with no word of the results it kept or of --resume
+    import signal
+    import subprocess
+    import sys
+    import threading
+    import time
+
+    first = load_bundle(INBOX).split("eval")[0].id
+    go_on = threading.Event()
+
+    def slow_after_the_first_task(c):  # the model answers the first task, then stalls until told
+        if inbox.task(c) != first:
+            go_on.wait(120)
+        return inbox(c)
+
+    out = tmp_path / "run"
+    with StandIn(slow_after_the_first_task) as standin:
+        args = [
+            sys.executable,
+            "-m",
+            "agentenv.cli",
+            "eval",
+            str(INBOX),
+            "--llm-url",
+            standin.url,
+            "--model",
+            "stand-in",
+            "--out",
+            str(out),
+            "--concurrency",
+            "1",
+        ]
+        proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 120
+        while not (out / "results.jsonl").exists() or not (out / "results.jsonl").read_text().strip():
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.1)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+        go_on.set()
+        assert proc.returncode == 130
+        assert err.endswith(
+            f"interrupted: every finished sample is kept in {out}; to play only the rest, run the same command with "
+            "--resume\n"
+        )
+        assert [s.task for s in read_samples(out)] == [first]
+        code = main(
+            ["eval", str(INBOX), "--llm-url", standin.url, "--model", "stand-in", "--out", str(out), "--resume"]
+        )
+    assert code == 0
+    samples = read_samples(out)
+    assert sorted(s.task for s in samples) == sorted(t.id for t in load_bundle(INBOX).split("eval"))

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 from tests.conftest import free_port
 from tests.unit.harness_support import HARNESS, engine, make_factory, prompt_of
@@ -26,6 +28,19 @@ def test_agentenv_run_plays_a_task_with_its_agents_and_prints_the_reward_and_sco
     assert "The answer is 42." in done.stdout  # the solver's reply, in the table of its runs
 
 
+def test_agentenv_run_keep_prints_the_kept_folders_and_they_hold_the_agents_logs(engine):
+    # before, --keep kept them and said nowhere where
+    done = agentenv(
+        "run", str(HARNESS), "multiply", "--llm-url", f"{engine.url}/v1", "--model", "tiny/policy", "--keep"
+    )
+    assert done.returncode == 0, done.stderr
+    kept = Path(done.stdout.split("kept the agents' folders: ", 1)[1].splitlines()[0])
+    try:
+        assert kept.is_dir() and any(kept.rglob("logs/*.out"))
+    finally:
+        shutil.rmtree(kept)
+
+
 def test_agentenv_run_agent_swaps_the_solver(engine):
     done = agentenv("run", str(HARNESS), "smoke", "--llm-url", f"{engine.url}/v1", "--model", "tiny/policy",
                     "--agent", "signed")  # fmt: skip
@@ -37,6 +52,40 @@ def test_agentenv_run_capture_reports_the_trainable_turns(engine):
     done = agentenv("run", str(HARNESS), "direct", "--llm-url", engine.url, "--model", "tiny/policy", "--capture")
     assert done.returncode == 0, done.stderr
     assert "reward: 1" in done.stdout and "capture: 1 model call(s), " in done.stdout
+
+
+def test_agentenv_run_capture_refusal_keeps_openenvs_whole_finding(engine):
+    # before, the refusal kept OpenEnv's heading alone: "... the capture proxy: engine NOT reachable:."
+    done = agentenv("run", str(HARNESS), "direct", "--llm-url", engine.url, "--model", "tiny/other", "--capture")
+    assert done.returncode == 2
+    assert (
+        "cannot be trained on through the capture proxy: engine NOT reachable: model 'tiny/other' is not served "
+        "here; available: ['tiny/policy']. Serve the model with vLLM" in done.stderr
+    )
+
+
+def test_agentenv_run_refuses_a_solver_that_is_not_installed_with_the_install_command(engine):
+    # before, the deploy ran and failed: "solver 'absent' could not be started: No such file or directory"
+    asked = len(engine.chats())  # the stand-in serves the whole module
+    done = agentenv(
+        "run", str(HARNESS), "multiply", "--llm-url", f"{engine.url}/v1", "--model", "tiny/policy", "--agent", "absent"
+    )
+    assert done.returncode == 2
+    assert done.stderr.startswith(
+        "error: program 'agentenv-no-such-agent-program' of agent 'absent' is not installed (not on PATH); then run "
+        "again (agentenv plugins shows which agent kinds run here)"
+    )
+    assert len(engine.chats()) == asked  # refused before any deploy
+
+
+def test_agentenv_run_agent_process_says_how_to_declare_one(engine):
+    done = agentenv(
+        "run", str(HARNESS), "multiply", "--llm-url", f"{engine.url}/v1", "--model", "tiny/policy", "--agent", "process"
+    )
+    assert done.returncode == 2
+    assert "error: --agent process: a process agent is a program of yours; declare it under agents: in bundle.yaml" in (
+        done.stderr
+    )
 
 
 def test_agentenv_run_shows_a_failed_run_as_unscored(engine):

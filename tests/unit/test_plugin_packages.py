@@ -8,7 +8,6 @@ as a user would: the example and the built-ins work while each broken plugin is 
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import shutil
@@ -25,6 +24,7 @@ import httpx
 import pytest
 
 from tests.conftest import ROOT, free_port
+from tests.unit.once import once_per_run
 
 pytestmark = pytest.mark.slow
 
@@ -87,19 +87,7 @@ class Venv:
 @pytest.fixture(scope="session")
 def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The venv with the five packages installed from their wheels (built and installed once)."""
-    shared = tmp_path_factory.getbasetemp()
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        shared = shared.parent
-    base = shared / "plugin-packages"
-    assert ROOT not in base.parents, "the venv must live outside the workspace"
-    with open(shared / "plugin-packages.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not (base / "installed").exists():
-            shutil.rmtree(base, ignore_errors=True)
-            base.mkdir()
-            _build_and_install(base)
-            (base / "installed").touch()
-    return base / "venv"
+    return once_per_run(tmp_path_factory, "plugin-packages", _build_and_install) / "venv"
 
 
 def _build_and_install(base: Path) -> None:
@@ -187,7 +175,7 @@ def test_the_example_plugins_toolset_hook_makes_a_read_only_task(venv):
 def test_wrappers_new_style_and_old_style_run_around_the_hooks(venv):
     assert venv.agentenv("play", BUNDLE, "restock", "--reference").returncode == 0
     log = venv.wrap_log()
-    assert "env_kinds (old-style): python,subprocess" in log  # around the built-ins' records
+    assert "env_kinds (old-style): bash,python,subprocess" in log  # around the built-ins' records
     assert "env_kinds (old-style): kv" in log  # and around the example's
     assert "toolset (new-style): count deny {'store': ['delete', 'put']}" in log
     i = log.index("episode_finished (new-style) before: restock play")

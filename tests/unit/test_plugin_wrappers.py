@@ -86,7 +86,7 @@ def test_an_old_style_hookwrapper_of_agentenv_env_kinds_leaves_the_records_as_th
             calls.append("env kinds")
             yield
 
-    assert set(plugin_set(Counter).env_kinds()) == {"python", "subprocess"}
+    assert set(plugin_set(Counter).env_kinds()) == {"bash", "python", "subprocess"}
     assert calls == ["env kinds"]  # once: only agentenv-core's built-ins implement it here
 
 

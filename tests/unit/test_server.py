@@ -19,7 +19,8 @@ from agentenv.wire import PROTOCOL
 from agentenv_server import build_app
 from websockets.exceptions import InvalidStatus
 
-from tests.conftest import FAKE, INBOX, ServeProcess, alive, free_port
+from tests.conftest import FAKE, INBOX, ServeProcess, alive, free_port, running
+from tests.unit.harness_support import wait_until
 from tests.unit.server_helpers import ask, half_open, open_ws, reset_data
 
 TOKEN = "tok-3f9a1c77e2"
@@ -416,7 +417,11 @@ def test_sigterm_tears_down_every_episode_and_leaves_no_child(serve_process, led
         session.start("echo")
         session.call("echo", {"text": "up"})
     sessions[2].start("proc-echo")
-    child = int(sessions[2].call("spawn", {}).text)
+    marker = sessions[2].call("spawn", {}).text
+    # the sandboxed child shows in the host's /proc a moment after its program answers (seen: missing at once,
+    # there 0.3 s later, in a fresh-clone unit run)
+    assert wait_until(lambda: len(running(marker)) == 1, 10), f"{marker} never ran"
+    [child] = running(marker)
     assert alive(child)
     code, _ = server.terminate()
     assert code == 0

@@ -10,7 +10,8 @@ import sys
 import pytest
 
 from tests.conftest import INBOX
-from tests.unit.test_wheels import Installed, _check, _wheel, built_wheels, shared_folder, venv_with
+from tests.unit.once import shared_folder
+from tests.unit.test_wheels import Installed, _check, _wheel, built_wheels, venv_with
 
 pytestmark = pytest.mark.slow
 

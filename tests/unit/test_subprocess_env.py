@@ -7,8 +7,8 @@ import os
 import pytest
 from agentenv import load_bundle
 
-from tests.conftest import FAKE
-from tests.unit.core_helpers import copy_bundle, gone, patch, play, until
+from tests.conftest import FAKE, running
+from tests.unit.core_helpers import copy_bundle, patch, play, until
 
 
 @pytest.fixture(scope="module")
@@ -52,10 +52,10 @@ async def test_the_program_dying_fails_the_episode_as_a_crash_with_its_stderr(fa
 
 async def test_teardown_kills_a_child_the_program_spawned(fake, ledger):
     _, steps, result = await play(fake, "proc-echo", [("spawn", {})])
-    child = int(steps[0].text)
-    assert f"child {child}" in ledger.events()
+    marker = steps[0].text
+    assert f"child {marker}" in ledger.events()
     assert result.outcome == "unscored"
-    await until(lambda: gone(child))
+    await until(lambda: not running(marker))
     assert ledger.count("teardown") == 1
 
 
@@ -89,6 +89,7 @@ async def test_the_program_gets_the_envs_variables(tmp_path, ledger):
         "command: [python, fake_proc.py]",
         f"command: [python, fake_proc.py]\n    env: {{AGENTENV_FAKE_LEDGER: '{other}'}}",
     )
+    patch(bundle_dir / "bundle.yaml", "write: [$AGENTENV_FAKE_LEDGER]", f"write: ['{other}']")  # its sandbox's
     bundle = load_bundle(bundle_dir)
     await play(bundle, "proc-echo", [("echo", {"text": "sub"})], ["sub"])
     assert "deploy" in other.read_text()

@@ -19,8 +19,10 @@ async def said_ok(env, reply):
     return reply == "ok"
 
 
-def is_subprocess_env(env, reply):
-    return type(env).__name__ == "SubprocessEnv"
+def is_subprocess_env(env, reply):  # a sync check sees the env it names (isinstance holds through the proxy)
+    from agentenv.envkinds import SubprocessEnv
+
+    return isinstance(env, SubprocessEnv)
 
 
 def a_word(env, reply):
@@ -132,7 +134,8 @@ async def test_a_python_check_returning_something_else_than_a_score_fails_the_ep
     _, _, result = await play(checks_bundle, "word", replies=["hi"])
     assert (result.outcome, result.failure.kind, result.failure.stage) == ("failed", "verifier", "scoring")
     assert result.failure.message == (
-        "verifier 'answer-1' (python) returned 'yes'; return a finite number, a bool, or None for no verdict"
+        "verifier 'answer-1' (python check checks:a_word) returned 'yes'; return a score from 0 to 1, a bool, or None "
+        "for no verdict"
     )
 
 

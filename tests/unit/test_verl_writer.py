@@ -119,7 +119,7 @@ def test_only_the_named_splits_are_written(serve, tmp_path):
     written = write(server.url, tmp_path / "out", splits=["eval"])
 
     assert written.rows == {"eval": 1}
-    assert sorted(p.name for p in _written(tmp_path / "out")) == ["agent_loop.yaml", "eval.parquet"]
+    assert sorted(p.name for p in _written(tmp_path / "out")) == ["agent_loop.yaml", "eval.parquet", "manifest.json"]
 
 
 def test_a_token_server_is_read_with_the_token_its_variable_holds(serve, tmp_path, monkeypatch):
@@ -132,7 +132,7 @@ def test_a_token_server_is_read_with_the_token_its_variable_holds(serve, tmp_pat
     entries = yaml.safe_load((tmp_path / "out" / "agent_loop.yaml").read_text())
     assert [entry["token_var"] for entry in entries] == ["VERL_TEST_TOKEN", "VERL_TEST_TOKEN"]
     files = _written(tmp_path / "out")
-    assert len(files) == 4
+    assert len(files) == 5  # three splits, agent_loop.yaml, manifest.json
     assert not [f.name for f in files if token.encode() in f.read_bytes()]
 
 

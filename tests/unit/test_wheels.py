@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT
+from tests.unit.once import once_per_run, shared_folder
 
 pytestmark = pytest.mark.slow
 
@@ -28,6 +29,7 @@ PACKAGES = {
     "agentenv-trl": "agentenv_trl",
     "agentenv-verl": "agentenv_verl",
     "agentenv-harness": "agentenv_harness",
+    "agentenv-docker": "agentenv_docker",
 }
 
 
@@ -76,29 +78,16 @@ def installed(tmp_path_factory) -> Installed:
     return Installed(dist, venv)
 
 
-def shared_folder(tmp_path_factory) -> Path:
-    """A folder every xdist worker of this run sees (outside the workspace)."""
-    shared = tmp_path_factory.getbasetemp()
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        shared = shared.parent
-    assert ROOT not in shared.parents, "the venvs must live outside the workspace"
-    return shared
-
-
 def built_wheels(tmp_path_factory) -> Path:
-    """Every package's wheel and sdist, built once per test run (the first worker builds, under a lock)."""
-    shared = shared_folder(tmp_path_factory)
-    dist = shared / "dist"
-    with open(shared / "dist.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not (shared / "dist.done").exists():
-            shutil.rmtree(dist, ignore_errors=True)
-            built = subprocess.run(
-                [_uv(), "build", "--all-packages", "--out-dir", str(dist)], capture_output=True, text=True, cwd=ROOT
-            )
-            _check(built, "uv build --all-packages")
-            (shared / "dist.done").touch()
-    return dist
+    """Every package's wheel and sdist, built once per test run."""
+
+    def build(dist: Path) -> None:
+        built = subprocess.run(
+            [_uv(), "build", "--all-packages", "--out-dir", str(dist)], capture_output=True, text=True, cwd=ROOT
+        )
+        _check(built, "uv build --all-packages")
+
+    return once_per_run(tmp_path_factory, "dist", build)
 
 
 def venv_with(venv: Path, wheels: list[Path], base: Path) -> Path:
@@ -196,5 +185,8 @@ def test_a_command_of_an_agentenv_wheel_that_is_not_installed_names_the_wheel(in
     assert "'agentenv serve' comes with agentenv-server, which is not installed" in done.stderr
     assert "pip install agentenv-server" in done.stderr
     helped = " ".join(verl_only.run(verl_only.venv / "bin" / "agentenv", "--help").stdout.split())
-    others = "demo (agentenv-trl), run (agentenv-harness), serve (agentenv-server)"
+    others = (
+        "demo (agentenv-trl), image (agentenv-docker), run (agentenv-harness), serve (agentenv-server), "
+        "view (agentenv-server)"
+    )
     assert f"More commands come with other agentenv wheels: {others}." in helped

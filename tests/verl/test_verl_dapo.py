@@ -4,6 +4,7 @@ the written reward function from it."""
 
 from __future__ import annotations
 
+import json
 import warnings
 
 import pytest
@@ -86,8 +87,10 @@ def test_agentenv_verl_dapo_writes_the_run_and_says_how_to_start_it(serve, tmp_p
     assert agentenv_main(["verl", "dapo", server.url, str(tmp_path / "run"), "--quiet"]) == 0
 
     out = capsys.readouterr().out
-    assert sorted(p.name for p in (tmp_path / "run").iterdir()) == [
-        "agent_loop.yaml", "agentenv_reward.py", "dapo.yaml", "eval.parquet", "train.parquet"]  # fmt: skip
+    files = ["agent_loop.yaml", "agentenv_reward.py", "dapo.yaml", "eval.parquet", "train.parquet"]
+    assert sorted(p.name for p in (tmp_path / "run").iterdir()) == [*files[:4], "manifest.json", files[4]]
+    manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
+    assert sorted(manifest["files"]) == files  # the reward module and the config are part of the set
     assert "left out 1 multi-turn task(s) of train (two-step)" in out
     assert f"--config-path {tmp_path / 'run'} --config-name dapo" in out
     assert f"url={server.url!r}" in (tmp_path / "run" / "agentenv_reward.py").read_text()

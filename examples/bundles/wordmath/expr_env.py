@@ -40,5 +40,12 @@ class Evaluator(Env):
             tree = ast.parse(expression, mode="eval")
         except SyntaxError:
             raise ToolError(f"{expression!r} is not an arithmetic expression") from None
-        result = _value(tree.body)
-        return int(result) if float(result).is_integer() else round(result, 6)
+        except RecursionError:  # a policy's expression nested past the parser's depth is its mistake, not a bug
+            raise ToolError("the expression is nested too deeply; write it in smaller steps") from None
+        try:
+            result = _value(tree.body)
+            return int(result) if float(result).is_integer() else round(result, 6)
+        except RecursionError:
+            raise ToolError("the expression is too long; write it in smaller steps") from None
+        except OverflowError:
+            raise ToolError("the result is too large for this calculator") from None

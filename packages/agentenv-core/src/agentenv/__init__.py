@@ -16,6 +16,7 @@ __version__ = "0.2.0"
 
 _EXPORTS = {
     "load_bundle": "bundle",
+    "find_bundle": "installed",
     "Bundle": "bundle",
     "EnvSpec": "bundle",
     "Task": "bundle",
@@ -66,6 +67,7 @@ __all__ = [
     "ToolError",
     "Toolset",
     "Turn",
+    "find_bundle",
     "hookimpl",
     "load_bundle",
     "plugins",
@@ -78,6 +80,7 @@ if TYPE_CHECKING:
     from .episode import Episode, Step
     from .errors import AgentEnvError, BundleError, EnvCrashed, EpisodeFailed, EpisodeLost, RolloutFailed, ToolError
     from .hookspecs import hookimpl
+    from .installed import find_bundle
     from .plugins import plugins
     from .rollout import Rollout
     from .session import Session

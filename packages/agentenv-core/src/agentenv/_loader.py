@@ -1,28 +1,39 @@
 """``load_bundle``'s reader: bundle.yaml, the envs and their tools, then every task, checked as it streams in.
 
-Loading is linear in the number of tasks: a task is validated and checked when its source yields it,
-work that tasks share (a toolset's check and key, a reward rule) is done once per distinct value, and
-line numbers are looked up only for a task that has a problem.
+Loading is linear in the number of tasks: a task is validated and checked when its source yields it
+(the checks of one task are ``agentenv._taskchecks``), work that tasks share (a toolset's check and key,
+a reward rule) is done once per distinct value, and line numbers are looked up only for a task that has
+a problem.
 """
 
 from __future__ import annotations
 
 import gc
-from collections.abc import Callable, Iterable, Iterator, Mapping
+import logging
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from pydantic import TypeAdapter, ValidationError
 
+from ._envchecks import EnvChecks
+from ._taskchecks import Loc, TaskChecks, column_of, pydantic_problems
 from ._yaml import Lines, SyntaxProblem, line_of, read_yaml
 from .env import Tool
-from .errors import BundleError, BundleProblem, PluginError
-from .records import Problem
-from .schema import check_schema
-from .specs import BUNDLE_FILE, AgentSpec, BundleFile, DeployStep, EnvSpec, RawTask, RewardSpec, Task, Toolset
-from .tasksources import dotted, row_field, undotted
-from .toolsets import check_toolset
+from .errors import BundleError, BundleProblem
+from .specs import (
+    BUNDLE_FILE,
+    AgentSpec,
+    BundleFile,
+    DeployStep,
+    EnvSpec,
+    RewardSpec,
+    Task,
+    Toolset,
+    check_name,
+)
+from .tasksources import RawTask, dotted, row_field, undotted
 
 if TYPE_CHECKING:
     from .plugins import Plugins
@@ -31,21 +42,27 @@ if TYPE_CHECKING:
 # otherwise print 100,000 lines that say the same thing.
 MAX_LISTED = 200
 
-Loc = tuple[str | int, ...]
 B = TypeVar("B")
 
 
-class Loader:
+log = logging.getLogger("agentenv.bundle")
+
+
+class Loader(TaskChecks, EnvChecks):
     """One load of one bundle: ``load(Bundle)`` returns it, or raises ``BundleError`` listing every problem."""
 
-    def __init__(self, path: Path, plugin_set: Plugins) -> None:
+    def __init__(self, path: Path, plugin_set: Plugins, *, strict: bool = False) -> None:
         self.root = path.parent if path.is_file() else path
         self.plugins = plugin_set
+        self.strict = strict  # warnings are problems
         self.problems: list[BundleProblem] = []
+        self.warnings: list[BundleProblem] = []
         self.unlisted = 0
         self._toolset_checks: dict[Any, tuple[str, list[tuple[Loc, str]]]] = {}
+        self._tools_bytes: dict[str, int] = {}
         self._schemas_told: set[tuple[str, str]] = set()
         self._refused_envs: set[str] = set()
+        self._key_vars: set[str] = set()  # every endpoint's key_var: never passed to a program (pass_env)
 
     # -- problems -----------------------------------------------------------------------------
 
@@ -62,12 +79,21 @@ class Loader:
             return
         self._add(BundleProblem(file, dotted(loc), message, line_of(lines, loc) if lines is not None else None))
 
+    def warn(self, file: str, loc: Loc, message: str, lines: Lines) -> None:
+        """What may be a mistake and is not refused (a problem in strict mode): kept, and logged."""
+        if self.strict:
+            self.problem(file, loc, message, lines)
+            return
+        warning = BundleProblem(file, dotted(loc), message, line_of(lines, loc))
+        self.warnings.append(warning)
+        log.warning("bundle %s: %s", self.root, warning)
+
     def task_problem(self, raw: RawTask, loc: Loc, message: str) -> None:
         """A problem of a task, named by file and line, or by file, row and column for a dataset row."""
         if raw.row is None:
             self.problem(raw.file, loc, message, raw.lines)
             return
-        column = _column_of(raw.columns, loc)
+        column = column_of(raw.columns, loc)
         self._add(BundleProblem(raw.file, row_field(raw.row, column, loc), message, raw.lines.get(())))
 
     def refuse(self, name: str) -> BundleError:
@@ -118,39 +144,11 @@ class Loader:
             env.name: None if env.name in self._refused_envs else self._describe(env, lines) for env in envs.values()
         }
         defaults = self._defaults(data.get("defaults") or {}, lines)
-        declared = data.get("splits")
-        if declared is not None and (not isinstance(declared, list) or not all(isinstance(s, str) for s in declared)):
-            self.problem(BUNDLE_FILE, ("splits",), "must be a list of split names (splits: [train, eval])", lines)
-            declared = None
-        declared_set = set(declared or ())
-        tasks: list[Task] = []
-        where: dict[str, str] = {}  # task id -> where it was read (for a duplicate)
-        toolsets: dict[str, Toolset] = {}
-        keys: dict[str, str] = {}
-        verifiers: dict[tuple[str, str], Any] = {}
-        for raw in self._raw_tasks(data.get("tasks"), lines):
-            task = self._task(raw, defaults)
-            if task is None:
-                continue
-            if task.id in where:
-                message = f"duplicate task id {task.id!r} (also in {where[task.id]}); give each task its own id"
-                self.task_problem(raw, ("id",), message)
-                continue
-            where[task.id] = raw.file if raw.row is None else f"{raw.file} row {raw.row}"
-            tasks.append(task)
-            toolset = self.plugins.apply_toolset_hooks(task, task.toolset)
-            toolsets[task.id] = toolset
-            keys[task.id] = self._toolset_key(raw, toolset, envs, env_tools)
-            verifiers.update(self._verifiers(task, raw))
-            self._check_reward(task, raw)
-            self._check_deploy(task, raw, agents)
-            if declared is not None and task.split not in declared_set:
-                self.task_problem(
-                    raw,
-                    ("split",),
-                    f"split {task.split!r} is not one of the bundle's splits ({', '.join(declared)}); use one of "
-                    f"them or add it to splits in {BUNDLE_FILE}",
-                )
+        declared = self._splits(data.get("splits"), lines)
+        tasks, toolsets, keys, verifiers, sources = self._tasks(
+            data.get("tasks"), lines, defaults, declared, envs, agents, env_tools
+        )
+        self._check_pass_env(envs, agents, lines)
         if not tasks and not self.problems:
             self.problem(BUNDLE_FILE, ("tasks",), "no tasks found; check the glob (tasks: tasks/*.yaml)", lines)
         if self.problems:
@@ -167,8 +165,68 @@ class Loader:
             verifiers=verifiers,
             env_tools=env_tools,
             declared_splits=list(declared or []),
+            sources=sources,
+            warnings=self.warnings,
             plugin_set=self.plugins,
         )
+
+    def _splits(self, declared: Any, lines: Lines) -> list[str] | None:
+        """bundle.yaml's splits, or None (not given, or refused)."""
+        if declared is None:
+            return None
+        if not isinstance(declared, list) or not all(isinstance(s, str) for s in declared):
+            self.problem(BUNDLE_FILE, ("splits",), "must be a list of split names (splits: [train, eval])", lines)
+            return None
+        for i, split in enumerate(declared):
+            try:
+                check_name(split, "split", "rename it (train, eval, test)")
+            except ValueError as exc:
+                self.problem(BUNDLE_FILE, ("splits", i), str(exc), lines)
+        return declared
+
+    def _tasks(
+        self,
+        source: Any,
+        lines: Lines,
+        defaults: Mapping[str, Any],
+        declared: list[str] | None,
+        envs: Mapping[str, EnvSpec],
+        agents: Mapping[str, AgentSpec],
+        env_tools: Mapping[str, list[Tool] | None],
+    ) -> tuple[list[Task], dict[str, Toolset], dict[str, str], dict[tuple[str, str], Any], dict[str, str]]:
+        """Every task the source yields, checked as it comes: the tasks, their toolsets, keys, verifiers and where
+        each was read."""
+        declared_set = set(declared or ())
+        tasks: list[Task] = []
+        where: dict[str, str] = {}  # task id -> where it was read (for a duplicate)
+        toolsets: dict[str, Toolset] = {}
+        keys: dict[str, str] = {}
+        verifiers: dict[tuple[str, str], Any] = {}
+        for raw in self._raw_tasks(source, lines):
+            task = self._task(raw, defaults)
+            if task is None:
+                continue
+            if task.id in where:
+                message = f"duplicate task id {task.id!r} (also in {where[task.id]}); give each task its own id"
+                self.task_problem(raw, ("id",), message)
+                continue
+            where[task.id] = raw.file if raw.row is None else f"{raw.file} row {raw.row}"
+            tasks.append(task)
+            toolset = self.plugins.apply_toolset_hooks(task, task.toolset)
+            toolsets[task.id] = toolset
+            keys[task.id] = self._toolset_key(raw, toolset, envs, env_tools)
+            self._check_frames(task, raw, keys[task.id])
+            verifiers.update(self._verifiers(task, raw, toolset))
+            self._check_reward(task, raw)
+            self._check_deploy(task, raw, agents)
+            if declared is not None and task.split not in declared_set:
+                self.task_problem(
+                    raw,
+                    ("split",),
+                    f"split {task.split!r} is not one of the bundle's splits ({', '.join(declared)}); use one of "
+                    f"them or add it to splits in {BUNDLE_FILE}",
+                )
+        return tasks, toolsets, keys, verifiers, where
 
     def _read(self, path: Path) -> tuple[Any, Lines]:
         try:
@@ -196,114 +254,10 @@ class Loader:
                 try:
                     defaults[key] = model.validate_python({"rule": value} if isinstance(value, str) else value)
                 except ValidationError as exc:
-                    for loc, message in _pydantic(exc):
+                    for loc, message in pydantic_problems(exc):
                         self.problem(BUNDLE_FILE, ("defaults", key, *loc), message, lines)
                     del defaults[key]
         return defaults
-
-    # -- envs and agents ----------------------------------------------------------------------
-
-    def _envs(self, raw: Any, lines: Lines) -> dict[str, EnvSpec]:
-        if not isinstance(raw, dict):
-            self.problem(BUNDLE_FILE, ("envs",), "must map env names to their specs", lines)
-            return {}
-        kinds = self.plugins.env_kinds()
-        out: dict[str, EnvSpec] = {}
-        for name, spec in raw.items():
-            loc: Loc = ("envs", name)
-            if not isinstance(spec, dict):
-                self.problem(BUNDLE_FILE, loc, "must be a mapping (kind, target, config)", lines)
-                continue
-            try:
-                env = EnvSpec.model_validate({**spec, "name": str(name)})
-            except ValidationError as exc:
-                for sub, message in _pydantic(exc):
-                    self.problem(BUNDLE_FILE, (*loc, *sub), message, lines)
-                continue
-            kind = kinds.get(env.kind)
-            if kind is None:
-                known = ", ".join(sorted(kinds))
-                fix = f"known: {known} (or install the plugin that provides it)"
-                self.problem(BUNDLE_FILE, (*loc, "kind"), f"unknown env kind {env.kind!r}; {fix}", lines)
-                continue
-            try:
-                found = [Problem.of(p) for p in kind.check(env, self.root)]
-            except Exception as exc:  # a plugin's check that breaks is said at the env, not raised
-                found = [Problem((), f"env kind {env.kind!r} could not check it: {type(exc).__name__}: {exc}")]
-            for problem in found:  # each at its own field's line
-                self.problem(BUNDLE_FILE, (*loc, *problem.path), problem.message, lines)
-            if found:
-                self._refused_envs.add(env.name)
-            out[env.name] = env  # kept, so that the toolsets naming it are not refused for that too
-        return out
-
-    def _agents(self, raw: Any, lines: Lines) -> dict[str, AgentSpec]:
-        if not isinstance(raw, dict):
-            self.problem(BUNDLE_FILE, ("agents",), "must map agent names to their specs", lines)
-            return {}
-        kinds = self.plugins.agent_kinds()
-        out = {}
-        for name, spec in raw.items():
-            loc: Loc = ("agents", name)
-            if not isinstance(spec, dict):
-                self.problem(BUNDLE_FILE, loc, "must be a mapping (kind and the kind's fields)", lines)
-                continue
-            try:
-                agent = AgentSpec.model_validate({**spec, "name": str(name)})
-            except ValidationError as exc:
-                for sub, message in _pydantic(exc):
-                    self.problem(BUNDLE_FILE, (*loc, *sub), message, lines)
-                continue
-            kind = kinds.get(agent.kind)
-            if kind is None:
-                known = ", ".join(sorted(kinds))
-                fix = f"known: {known} (or install the plugin that provides it; agentenv-harness has coding-agent CLIs)"
-                self.problem(BUNDLE_FILE, (*loc, "kind"), f"unknown agent kind {agent.kind!r}; {fix}", lines)
-                continue
-            try:
-                found = [Problem.of(p) for p in kind.check(agent, self.root)]
-            except Exception as exc:  # a plugin's check that breaks is said at the agent, not raised
-                found = [Problem((), f"agent kind {agent.kind!r} could not check it: {type(exc).__name__}: {exc}")]
-            for problem in found:
-                self.problem(BUNDLE_FILE, (*loc, *problem.path), problem.message, lines)
-            out[agent.name] = agent
-        return out
-
-    def _describe(self, env: EnvSpec, lines: Lines) -> list[Tool] | None:
-        loc: Loc = ("envs", env.name)
-        try:
-            tools = self.plugins.env_kinds()[env.kind].describe(env, self.root)
-        except Exception as exc:
-            self.problem(BUNDLE_FILE, loc, f"cannot list its tools: {type(exc).__name__}: {exc}", lines)
-            return None
-        if tools is None:
-            return None
-        origin = env.target or (" ".join(env.command) if env.command else env.kind)
-        for tool in tools:
-            if (origin, tool.name) in self._schemas_told:
-                continue  # several envs may run one class: its mistake is told once, at the first
-            self._schemas_told.add((origin, tool.name))
-            wrong = check_schema(tool.parameters)
-            if wrong is not None:
-                self.problem(
-                    BUNDLE_FILE,
-                    loc,
-                    f"tool {tool.name!r} of {origin} has an invalid JSON Schema for its arguments, {wrong}",
-                    lines,
-                )
-        if env.roles:
-            names = {t.name for t in tools}
-            for role, allowed in env.roles.items():
-                for i, tool_name in enumerate(allowed):
-                    if tool_name not in names:
-                        self.problem(
-                            BUNDLE_FILE,
-                            (*loc, "roles", role, i),
-                            f"role {role!r} names tool {tool_name!r}, which env {env.name!r} does not "
-                            f"have; its tools: {', '.join(sorted(names))}",
-                            lines,
-                        )
-        return tools
 
     # -- tasks --------------------------------------------------------------------------------
 
@@ -333,129 +287,6 @@ class Loader:
             message = f"task source {source_name!r} failed: {type(exc).__name__}: {exc}"
             self.problem(BUNDLE_FILE, ("tasks",), message, lines)
 
-    def _task(self, raw: RawTask, defaults: Mapping[str, Any]) -> Task | None:
-        data = raw.data
-        if not isinstance(data, dict):
-            self.task_problem(raw, (), "a task must be a mapping with id, split, turns")
-            return None
-        data = {**defaults, **data}
-        if data.get("split") in (None, ""):
-            message = f"task {data.get('id', '?')!r} has no split; add one (split: train or split: eval)"
-            self.task_problem(raw, ("split",), message)
-            return None
-        try:
-            return Task.model_validate(data)
-        except ValidationError as exc:
-            for loc, message in _pydantic(exc):
-                self.task_problem(raw, loc, message)
-            return None
-
-    def _toolset_key(
-        self, raw: RawTask, toolset: Toolset, envs: Mapping[str, EnvSpec], env_tools: Mapping[str, list[Tool] | None]
-    ) -> str:
-        """The toolset's key; its check runs once per distinct toolset, its problems are told per task."""
-        shape = (
-            tuple(toolset.envs),
-            toolset.role,
-            tuple((k, tuple(v)) for k, v in sorted(toolset.deny.items())),
-            tuple((k, tuple(v)) for k, v in sorted(toolset.allow.items())),
-            toolset.bash,
-        )
-        checked = self._toolset_checks.get(shape)
-        if checked is None:
-            problems: list[tuple[Loc, str]] = []
-            key = check_toolset(toolset, envs, env_tools, problems)
-            checked = self._toolset_checks[shape] = (key, problems)
-        for loc, message in checked[1]:
-            self.task_problem(raw, loc, message)
-        return checked[0]
-
-    def _verifiers(self, task: Task, raw: RawTask) -> Iterator[tuple[tuple[str, str], Any]]:
-        kinds = self.plugins.verifier_kinds()
-        seen: set[str] = set()
-        for t, turn in enumerate(task.turns):
-            for v, spec in enumerate(turn.verifiers):
-                loc = ("turns", t, "verifiers", v)
-                if spec.id in seen:
-                    self.task_problem(
-                        raw,
-                        (*loc, "id"),
-                        f"step id {spec.id!r} is used twice in task {task.id!r}; "
-                        "give each verifier its own id (answer-1, answer-2)",
-                    )
-                seen.add(spec.id)
-                kind = kinds.get(spec.kind)
-                if kind is None:
-                    known = ", ".join(sorted(kinds))
-                    self.task_problem(raw, (*loc, "kind"), f"unknown verifier kind {spec.kind!r}; known: {known}")
-                    continue
-                said = f"{spec.kind} verifier {spec.id!r}"
-                try:
-                    found = [Problem.of(p) for p in kind.check(spec.params, self.root)]
-                except Exception as exc:  # a plugin's check that breaks is said at the verifier, not raised
-                    found = [Problem((), f"its kind could not check it: {type(exc).__name__}: {exc}")]
-                for problem in found:  # each at its own field's line
-                    self.task_problem(raw, (*loc, *problem.path), f"{said}: {problem.message}")
-                if found:
-                    continue
-                try:
-                    yield (task.id, spec.id), kind.build(spec.params, self.root)
-                except (ValueError, LookupError, TypeError) as exc:
-                    self.task_problem(raw, loc, f"{said}: {exc}")
-
-    def _check_reward(self, task: Task, raw: RawTask) -> None:
-        try:
-            rule = self.plugins.reward_rule(task.reward.rule)
-        except PluginError as exc:
-            self.task_problem(raw, ("reward",), str(exc))
-            return
-        for found in rule.check(task.reward.params, task.step_ids):
-            problem = Problem.of(found)
-            self.task_problem(raw, ("reward", *problem.path), problem.message)
-        if task.solution is not None and len(task.solution) != len(task.turns):
-            self.task_problem(
-                raw,
-                ("solution",),
-                f"has {len(task.solution)} turns but the task has {len(task.turns)}; write one solution turn per turn",
-            )
-
-    def _check_deploy(self, task: Task, raw: RawTask, agents: Mapping[str, AgentSpec]) -> None:
-        """A task's deploy steps: each names a known agent (a judge step none), one step per role."""
-        seen: set[str] = set()
-        for i, step in enumerate(task.deploy):
-            loc: Loc = ("deploy", i)
-            if step.role in seen:
-                self.task_problem(raw, (*loc, "role"), f"a second {step.role} step; a task deploys one agent per role")
-            seen.add(step.role)
-            if step.role == "judge":
-                if step.agent is not None:
-                    self.task_problem(
-                        raw,
-                        (*loc, "agent"),
-                        "a judge step deploys no agent: it names the endpoint the task's judge verifiers ask; "
-                        "remove agent",
-                    )
-                continue
-            if step.agent is None:
-                known = ", ".join(sorted(agents)) or "none yet; add agents: to bundle.yaml"
-                self.task_problem(raw, (*loc, "agent"), f"missing; name the {step.role} agent (known: {known})")
-            elif step.agent not in agents:
-                known = ", ".join(sorted(agents)) or "none; add agents: to bundle.yaml"
-                self.task_problem(
-                    raw, (*loc, "agent"), f"agent {step.agent!r} is not in agents: of {BUNDLE_FILE}; known: {known}"
-                )
-        if task.deployed("judge") is not None:
-            return
-        for t, turn in enumerate(task.turns):
-            for v, spec in enumerate(turn.verifiers):
-                if spec.kind == "judge" and "endpoint" not in spec.params:
-                    self.task_problem(
-                        raw,
-                        ("turns", t, "verifiers", v),
-                        f"judge verifier {spec.id!r} has no endpoint and task {task.id!r} deploys no judge; give it "
-                        "endpoint: {base_url, model, key_var} or add the deploy step {role: judge, endpoint: ...}",
-                    )
-
 
 # the defaults validated once (a task's own fields are validated with the task)
 _DEFAULT_MODELS: Final[dict[str, TypeAdapter[Any]]] = {
@@ -463,31 +294,3 @@ _DEFAULT_MODELS: Final[dict[str, TypeAdapter[Any]]] = {
     "reward": TypeAdapter(RewardSpec),
     "deploy": TypeAdapter(list[DeployStep]),
 }
-
-
-def _pydantic(exc: ValidationError) -> Iterable[tuple[Loc, str]]:
-    """Each of pydantic's errors as (field path, message with the fix)."""
-    for err in exc.errors():
-        loc = tuple(err["loc"])
-        kind = err["type"]
-        if kind == "missing":
-            message = f"missing; add {dotted(loc) or 'it'}"
-            if loc and loc[-1] == "prompt":
-                message = "missing; every turn needs a prompt"
-        elif kind == "extra_forbidden":
-            message = "unknown field; remove it or check its spelling"
-        elif kind == "too_short":
-            message = "is empty; give at least one"
-        else:
-            message = err["msg"].removeprefix("Value error, ")
-        yield loc, message
-
-
-def _column_of(columns: Mapping[Loc, str], loc: Loc) -> str | None:
-    """The column a field (or its nearest parent) came from."""
-    while True:
-        if loc in columns:
-            return columns[loc]
-        if not loc:
-            return None
-        loc = loc[:-1]

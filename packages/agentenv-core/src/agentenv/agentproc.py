@@ -1,46 +1,49 @@
-"""Running an agent's ``Launch`` as a local process: its own HOME and working folder, its own process group.
+"""Running an agent's ``Launch`` in the sandbox in force: its own HOME and working folder, its own processes.
 
-The process starts from a clean copy of this process's environment: variables that point a model client
-somewhere (``OPENAI_*``, ``ANTHROPIC_*``, ...) and the XDG folders are dropped, so an agent reaches only the
-endpoint its launch names and keeps its state under its own HOME. This process's environment is never
-changed. Killing a run kills its whole process group (the agent and everything it started); if this process
-dies without killing it (SIGKILL), its reaper (``agentenv.procs``) does.
+The process starts from an allowlisted environment (``agentenv.sandbox.environ``): ``PATH``, ``LANG``, its own
+``HOME`` and ``TMPDIR``, the variables its spec's ``pass_env`` names, and what its launch sets; nothing else of
+this process's environment (a cloud key, a judge's key, the trainer's model client settings) reaches it. In its
+sandbox (``agentenv.sandbox``) it writes its working folder and HOME only, reads the system's folders, its own
+program's and the bundle files its command names, and reaches no network but its openings: the loopback
+endpoints of its model and its MCP server, each relayed on its own (``agentenv.sandbox.relay``); an endpoint on
+another machine needs ``sandbox: {network: host}``. Killing a run kills its sandbox (the agent and everything it
+started); if this process dies without killing it (SIGKILL), its reaper (``agentenv.procs``) does.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import os
-import re
+import shutil
 import signal
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlparse
 
 from . import procs
-from .agents import Launch
+from .agents import AgentRequest, Launch
+from .errors import AgentEnvError
+from .sandbox.backend import Opening, Prepared, Program
+from .sandbox.choice import current
+from .sandbox.environ import program_environ
+from .sandbox.relay import RELAY, Relays, relayed_argv
+from .sandbox.spawn import program_paths
+from .settings import is_loopback
+from .specs import SandboxSpec
 
-__all__ = ["AgentDirs", "AgentExit", "AgentProcess", "clean_environment"]
+__all__ = ["AgentDirs", "AgentExit", "AgentProcess", "openings_for"]
 
-# variables a model client or an agent CLI reads: an agent must see only what its launch sets
-_DROPPED = re.compile(
-    r"^(OPENAI|ANTHROPIC|CLAUDE|CLAUDE_CODE|CODEX|OPENCODE|MSWEA|LITELLM|GEMINI|GOOGLE_API|AZURE_OPENAI|MISTRAL|"
-    r"GROQ|TOGETHER|DEEPSEEK|OPENROUTER|AGENTENV|XDG)_"
-)
 _OUTPUT_TAIL = 2000
-
-
-def clean_environment(base: Mapping[str, str] | None = None) -> dict[str, str]:
-    """A copy of ``base`` (default: this process's environment) without model-client variables and XDG folders."""
-    source = os.environ if base is None else base
-    return {k: v for k, v in source.items() if not _DROPPED.match(k) and k not in {"HF_TOKEN", "HUGGINGFACE_TOKEN"}}
 
 
 @dataclass(frozen=True)
 class AgentDirs:
-    """An agent's folders within one episode: ``work`` (its working folder), ``home`` (its HOME), ``logs``."""
+    """An agent's folders within one episode: ``work`` (its working folder), ``home`` (its HOME), ``tmp`` (its
+    TMPDIR), ``logs``."""
 
     root: Path
 
@@ -53,11 +56,15 @@ class AgentDirs:
         return self.root / "home"
 
     @property
+    def tmp(self) -> Path:
+        return self.root / "tmp"
+
+    @property
     def logs(self) -> Path:
         return self.root / "logs"
 
     def create(self) -> AgentDirs:
-        for path in (self.work, self.home, self.logs):
+        for path in (self.work, self.home, self.tmp, self.logs):
             path.mkdir(parents=True, exist_ok=True)
         return self
 
@@ -65,12 +72,33 @@ class AgentDirs:
 @dataclass(frozen=True)
 class AgentExit:
     """How a run ended: the exit ``code`` (negative: killed by that signal), the ``reply`` read from it, the
-    tail of what it printed (``output``, for messages), and its wall-clock ``seconds``."""
+    tail of what it printed (``output``, for messages), its wall-clock ``seconds``, and the limit of its sandbox it
+    hit (``breach``: the policy's doing), if it did."""
 
     code: int
     reply: str
     output: str
     seconds: float
+    breach: str | None = None
+
+
+def openings_for(request: AgentRequest) -> tuple[Opening, ...]:
+    """The loopback endpoints an agent's sandbox opens: its model endpoint's and its MCP server's.
+    ``AgentEnvError`` naming the fix when one is on another machine and its ``sandbox.network`` is ``none``."""
+    urls = [request.endpoint.base_url, *([request.mcp.url] if request.mcp is not None else [])]
+    found = []
+    for url in urls:
+        parts = urlparse(url)
+        if not is_loopback(parts.hostname or ""):
+            if request.spec.sandbox.network == "none":
+                raise AgentEnvError(
+                    f"agent {request.spec.name!r}: {url} is not on this machine and its sandbox has no network; "
+                    f"give it one on purpose (agents.{request.spec.name}.sandbox: {{network: host}})"
+                )
+            continue
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        found.append(Opening(port, parts.hostname or "127.0.0.1"))
+    return tuple(dict.fromkeys(found))
 
 
 class AgentProcess:
@@ -81,12 +109,41 @@ class AgentProcess:
     agent left running.
     """
 
-    def __init__(self, launch: Launch, dirs: AgentDirs, *, name: str = "agent") -> None:
+    def __init__(
+        self,
+        launch: Launch,
+        dirs: AgentDirs,
+        *,
+        name: str = "agent",
+        pass_env: Iterable[str] = (),
+        sandbox: SandboxSpec | None = None,
+        openings: tuple[Opening, ...] = (),
+    ) -> None:
         self.launch = launch
         self.dirs = dirs
         self.name = name
+        self.pass_env = tuple(pass_env)
+        self.sandbox = sandbox or SandboxSpec()
+        self.openings = openings
         self.pid: int | None = None
         self._proc: asyncio.subprocess.Process | None = None
+
+    def _program(self, env: dict[str, str], relays: Relays | None) -> Program:
+        argv = relayed_argv(self.launch.argv, relays) if relays is not None else self.launch.argv
+        readable = [*program_paths(self.launch.argv, env.get("PATH", "")), *([RELAY] if relays else [])]
+        readable += [Path(a) for a in self.launch.argv[1:] if os.path.isabs(a) and os.path.exists(a)]
+        return Program(
+            tuple(argv),
+            env,
+            self.dirs.work,
+            private=(self.dirs.tmp,),
+            writable=(self.dirs.work, self.dirs.home),
+            readable=tuple(dict.fromkeys([*readable, *([relays.folder] if relays else [])])),
+            network=self.sandbox.network,
+            openings=self.openings,
+            limits=self.sandbox.limits(),
+            name=self.name,
+        )
 
     async def run(self) -> AgentExit:
         """Start the agent, wait for it to exit, read its reply. ``OSError`` when it cannot be started."""
@@ -97,17 +154,47 @@ class AgentProcess:
             path.write_text(text, encoding="utf-8")
         stamp = f"{self.name}-{time.monotonic_ns()}"
         out_path, err_path = self.dirs.logs / f"{stamp}.out", self.dirs.logs / f"{stamp}.err"
-        env = {**clean_environment(), "HOME": str(self.dirs.home), "PWD": str(self.dirs.work), **self.launch.env}
-        # this process's owner tags (clean_environment dropped them): the agent and what it starts die with this
-        # process however it exits, a SIGKILL included, when no kill() of ours can run
-        env[procs.OWNERS_VAR] = procs.owned_environ()[procs.OWNERS_VAR]
+        env = program_environ(self.dirs.home, self.dirs.tmp, env=self.launch.env, pass_env=self.pass_env)
+        env["PWD"] = str(self.dirs.work)
+        # this process's owner tags: the agent and what it starts die with this process however it exits, a
+        # SIGKILL included, when no kill() of ours can run
+        env = procs.owned_environ(env)
+        if not self.launch.argv or shutil.which(self.launch.argv[0], path=env.get("PATH")) is None:
+            # said here, as an exec would: inside a sandbox it would be the sandbox's exit, not a start refused
+            program = self.launch.argv[0] if self.launch.argv else ""
+            raise FileNotFoundError(errno.ENOENT, "No such file or directory", program)
+        relays = None
+        if self.openings and self.sandbox.network == "none":
+            relays = Relays(self.openings, self.dirs.root / "relay")
+            await relays.start()
         started = time.monotonic()
+        prepared: Prepared | None = None
+        try:
+            prepared = current().prepare(self._program(env, relays))
+            code = await self._run(prepared, out_path, err_path)
+            breach = prepared.breach(code)  # before its cleanup: the cgroup's counters go with it
+        finally:
+            if prepared is not None:
+                await asyncio.to_thread(prepared.cleanup)
+            if relays is not None:
+                await relays.close()
+        stdout = out_path.read_text(encoding="utf-8", errors="replace")
+        stderr = err_path.read_text(encoding="utf-8", errors="replace")
+        text = stdout
+        if self.launch.reply_file is not None:
+            reply_path = self.dirs.work / self.launch.reply_file
+            text = reply_path.read_text(encoding="utf-8", errors="replace") if reply_path.is_file() else ""
+        reply = self.launch.parse_reply(text) if self.launch.parse_reply else text.strip()
+        output = (stderr[-_OUTPUT_TAIL:] + ("\n" if stderr else "") + stdout[-_OUTPUT_TAIL:]).strip()
+        return AgentExit(code, reply, output, time.monotonic() - started, breach)
+
+    async def _run(self, prepared: Prepared, out_path: Path, err_path: Path) -> int:
         # files, not pipes: an agent that prints a lot never blocks on a full pipe while nobody reads it
         with out_path.open("wb") as out, err_path.open("wb") as err:
             self._proc = await asyncio.create_subprocess_exec(
-                *self.launch.argv,
-                cwd=self.dirs.work,
-                env=env,
+                *prepared.argv,
+                cwd=prepared.cwd,
+                env=prepared.env,
                 stdin=asyncio.subprocess.PIPE if self.launch.stdin is not None else asyncio.subprocess.DEVNULL,
                 stdout=out,
                 stderr=err,
@@ -126,15 +213,7 @@ class AgentProcess:
             await asyncio.shield(self.kill())
             raise
         await self.kill()  # what the agent left running (a shell it started, a language server)
-        stdout = out_path.read_text(encoding="utf-8", errors="replace")
-        stderr = err_path.read_text(encoding="utf-8", errors="replace")
-        text = stdout
-        if self.launch.reply_file is not None:
-            reply_path = self.dirs.work / self.launch.reply_file
-            text = reply_path.read_text(encoding="utf-8", errors="replace") if reply_path.is_file() else ""
-        reply = self.launch.parse_reply(text) if self.launch.parse_reply else text.strip()
-        output = (stderr[-_OUTPUT_TAIL:] + ("\n" if stderr else "") + stdout[-_OUTPUT_TAIL:]).strip()
-        return AgentExit(code, reply, output, time.monotonic() - started)
+        return code
 
     async def kill(self) -> None:
         """Kill the agent's process group (SIGKILL) and wait for the agent; a no-op once it is gone."""

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from .errors import AgentEnvError
+from .records import Problem
 
 if TYPE_CHECKING:
     from .specs import AgentSpec, EndpointSpec
@@ -151,7 +152,9 @@ class Launch:
 
 # --- the process kind -----------------------------------------------------------------------------------
 
-_PLACEHOLDER = re.compile(r"\{(bundle|prompt|system|turn|workdir|model|base_url|mcp_url)\}")
+PLACEHOLDERS = ("bundle", "prompt", "system", "turn", "workdir", "model", "base_url", "mcp_url")
+_PLACEHOLDER = re.compile(r"\{(" + "|".join(PLACEHOLDERS) + r")\}")
+_NAMED = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")  # a {name} in a command: a placeholder, or a typo of one
 _PROCESS_FIELDS = {"command", "resume", "reply", "env", "dialect"}
 
 
@@ -216,9 +219,9 @@ def process_launch(request: AgentRequest) -> Launch:
     )
 
 
-def process_check(spec: AgentSpec, bundle_dir: Path) -> list[str]:
+def process_check(spec: AgentSpec, bundle_dir: Path) -> list[str | Problem]:
     options = spec.options
-    problems = [
+    problems: list[str | Problem] = [
         f"unknown field {name!r}; a process agent takes {', '.join(sorted(_PROCESS_FIELDS))}"
         for name in sorted(set(options) - _PROCESS_FIELDS)
     ]
@@ -228,6 +231,11 @@ def process_check(spec: AgentSpec, bundle_dir: Path) -> list[str]:
             continue
         if not isinstance(value, list) or not value or not all(isinstance(p, str | int | float) for p in value):
             problems.append(f"'{name}' must be the program and its arguments as a list (command: [python, agent.py])")
+            continue
+        for i, part in enumerate(value):
+            for unknown in sorted({m for m in _NAMED.findall(str(part)) if m not in PLACEHOLDERS}):
+                known = ", ".join(f"{{{p}}}" for p in PLACEHOLDERS)
+                problems.append(Problem((name, i), f"unknown placeholder {{{unknown}}}; the placeholders are {known}"))
     if options.get("dialect", "openai") not in ("openai", "anthropic"):
         problems.append(f"dialect {options['dialect']!r}: write openai or anthropic (the API the program speaks)")
     if not isinstance(options.get("env", {}), dict):

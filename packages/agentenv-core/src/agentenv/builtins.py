@@ -1,4 +1,5 @@
-"""agentenv-core's own plugin: the built-in env kinds, agent kind, verifier kinds, task sources and reward rules.
+"""agentenv-core's own plugin: the built-in env kinds, agent kind, verifier kinds, task sources, reward rules and
+sandbox backends.
 
 Registered first, by module name (``agentenv.plugins.BUILTINS``), so no plugin can take these names.
 The built-in commands are a plugin of their own (``agentenv.commands``): registries never import the CLI.
@@ -9,16 +10,18 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from .hookspecs import hookimpl
-from .records import AgentKind, EnvKind, RewardRule, TaskSource, VerifierKind
+from .records import AgentKind, EnvKind, RewardRule, Sandbox, TaskSource, VerifierKind
 
 # each hook imports its kinds when called: `agentenv --help` needs none of them
 
 
 @hookimpl
 def agentenv_env_kinds() -> Iterator[EnvKind]:
+    from .bash import BASH_KIND
     from .envkinds import ENV_KINDS
 
     yield from ENV_KINDS
+    yield BASH_KIND
 
 
 @hookimpl
@@ -49,3 +52,12 @@ def agentenv_reward_rules() -> Iterator[RewardRule]:
     from .verifiers import REWARD_RULES
 
     yield from REWARD_RULES
+
+
+@hookimpl
+def agentenv_sandboxes() -> Iterator[Sandbox]:
+    from .sandbox.bwrap import BwrapBackend
+    from .sandbox.nobox import NoSandbox
+
+    yield Sandbox("bwrap", BwrapBackend, "bubblewrap: own mount, PID, user and network namespaces; cgroup limits")
+    yield Sandbox("none", NoSandbox, "no sandbox (the explicit hole): programs run on the host")

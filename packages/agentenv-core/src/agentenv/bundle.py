@@ -15,13 +15,14 @@ from typing import Any
 
 from ._loader import Loader
 from .env import Tool
+from .errors import BundleProblem
+from .installed import find_bundle
 from .plugins import Plugins, plugins
 from .specs import (
     BASH_TOOL,
     BUNDLE_FILE,
     AgentSpec,
     EnvSpec,
-    RawTask,
     RewardSpec,
     SolutionCall,
     SolutionTurn,
@@ -30,6 +31,7 @@ from .specs import (
     Turn,
     VerifierSpec,
 )
+from .tasksources import RawTask
 from .toolsets import effective_tools
 
 __all__ = [
@@ -66,6 +68,9 @@ class Bundle:
     verifiers: dict[tuple[str, str], Any]
     env_tools: dict[str, list[Tool] | None]
     declared_splits: list[str] = field(default_factory=list)
+    sources: dict[str, str] = field(default_factory=dict)  # task id -> its file (or "file row N"), for messages
+    # what may be a mistake and was not refused (an unknown JSON Schema keyword): load_bundle(strict=True) refuses it
+    warnings: list[BundleProblem] = field(default_factory=list)
     # the plugins it was loaded with: its episodes need the same env kinds, verifier kinds and rules
     plugin_set: Plugins | None = field(default=None, repr=False, compare=False)
 
@@ -97,6 +102,11 @@ class Bundle:
             raise KeyError(f"bundle {self.name!r} has no task {task_id!r}; list them with: agentenv tasks {self.path}")
         return self._by_id[task_id]
 
+    def source(self, task: Task) -> str:
+        """Where the task was read: its file relative to the bundle (``tasks/q-001.yaml``), or a dataset's file and
+        row (``data/problems.jsonl row 41``); the bundle's own file for a task built in code."""
+        return self.sources.get(task.id, BUNDLE_FILE)
+
     def index_of(self, task: Task) -> int:
         """The task's position within its split."""
         return self._index[task.id]
@@ -117,9 +127,11 @@ class Bundle:
         return groups
 
 
-def load_bundle(path: str | Path, *, plugin_set: Plugins | None = None) -> Bundle:
-    """Read and check the bundle at ``path`` (its folder or its bundle.yaml).
+def load_bundle(path: str | Path, *, plugin_set: Plugins | None = None, strict: bool = False) -> Bundle:
+    """Read and check the bundle at ``path`` (its folder or its bundle.yaml), or the installed bundle of that name.
 
-    Raises ``BundleError`` listing every problem; nothing is half-loaded.
+    Raises ``BundleError`` listing every problem; nothing is half-loaded. ``agentenv.installed.find_bundle``
+    says how a name is told from a path. What may be a mistake is kept in ``Bundle.warnings`` (and logged), or
+    with ``strict`` refused as a problem.
     """
-    return Loader(Path(path), plugin_set or plugins()).load(Bundle)
+    return Loader(find_bundle(path), plugin_set or plugins(), strict=strict).load(Bundle)

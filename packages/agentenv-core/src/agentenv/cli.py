@@ -30,10 +30,12 @@ __all__ = ["ELSEWHERE", "build_parser", "main", "table"]
 # (tests/unit/test_cli.py checks each is the command that wheel registers).
 ELSEWHERE: Final[Mapping[str, str]] = {
     "serve": "agentenv-server",
+    "view": "agentenv-server",
     "demo": "agentenv-trl",
     "verl": "agentenv-verl",
     "nemo-gym": "agentenv-verl",
     "run": "agentenv-harness",
+    "image": "agentenv-docker",
 }
 
 

@@ -29,16 +29,32 @@ def agentenv_cli_commands() -> Iterator[CliCommand]:
 
     yield CliCommand("eval", evaluate.HELP, evaluate.configure, evaluate.run)
     yield CliCommand(
-        "plugins", "installed plugins, their hooks, each integration's trainer range, and any left out",
-        configure_plugins, run_plugins,
-    )  # fmt: skip
+        "plugins",
+        "installed plugins, their hooks, each integration's trainer range, and any left out",
+        configure_plugins,
+        run_plugins,
+    )
+    from .record import export
+
+    yield CliCommand("export", export.HELP, export.configure, export.run)
+    from . import scaffold
+
+    yield CliCommand(
+        "init", "write a new bundle, or with --package a bundle package", scaffold.configure_init, scaffold.run_init
+    )
+    yield CliCommand(
+        "bundles",
+        "bundles installed as packages: name, version, the agentenv-core each needs",
+        scaffold.configure_bundles,
+        scaffold.run_bundles,
+    )
 
 
 # --- tasks -----------------------------------------------------------------------------------
 
 
 def configure_tasks(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("bundle", help="the bundle's folder")
+    parser.add_argument("bundle", help="the bundle's folder, or an installed bundle's name (agentenv bundles)")
     parser.add_argument("--split", help="only this split")
 
 
@@ -62,7 +78,7 @@ def run_tasks(args: argparse.Namespace) -> int:
 
 
 def configure_play(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("bundle", help="the bundle's folder")
+    parser.add_argument("bundle", help="the bundle's folder, or an installed bundle's name (agentenv bundles)")
     parser.add_argument("task_id", help="the task to play")
     group = parser.add_mutually_exclusive_group()
     group.add_argument("--script", type=Path, help="a JSON file of turns: [{calls: [{tool, args}], reply}]")
@@ -87,9 +103,17 @@ def _read_script(path: Path) -> list[dict[str, Any]]:
     return turns
 
 
+def _own_tracebacks() -> None:
+    """This command prints the env's traceback itself: the episode's error log would say it twice."""
+    import logging
+
+    logging.getLogger("agentenv.episode").addHandler(logging.NullHandler())
+
+
 def run_play(args: argparse.Namespace) -> int:
     from .bundle import load_bundle  # here: `agentenv --help` loads no bundle machinery
 
+    _own_tracebacks()
     bundle = load_bundle(args.bundle)
     try:
         task = bundle.task(args.task_id)
@@ -111,6 +135,7 @@ async def _play(
     bundle: Any, task: Any, script: list[dict[str, Any]] | None, tool_timeout: float, deploy_timeout: float
 ) -> Any:
     from .episode import Episode
+    from .qa import scripted_turn
 
     episode = Episode(bundle, task, tool_timeout=tool_timeout, deploy_timeout=deploy_timeout, purpose="play")
     await episode.start()
@@ -122,27 +147,16 @@ async def _play(
         turns = iter(script) if script is not None else None
         while episode.result is None:
             print(f"\n[turn {episode.turn + 1}] {episode.prompt}")
-            step = await (_scripted_turn(episode, next(turns, {})) if turns is not None else _typed_turn(episode))
+            step = await (scripted_turn(episode, next(turns, {}), print) if turns is not None else _typed_turn(episode))
             if step is None:
                 break
     finally:
         result = await episode.close()
     print()
     _print_result(result)
+    if result.outcome == "failed" and episode.traceback:
+        print(f"\nthe env's traceback:\n{episode.traceback.rstrip()}")
     return result
-
-
-async def _scripted_turn(episode: Any, turn: dict[str, Any]) -> Any:
-    for call in turn.get("calls") or []:
-        tool, call_args = call.get("tool"), call.get("args") or {}
-        print(f"  call {tool} {json.dumps(call_args)}")
-        step = await episode.call(tool, call_args)
-        if step.done:
-            return step
-        print(("  ! " if step.error else "  = ") + step.text.replace("\n", "\n    "))
-    reply = str(turn.get("reply", ""))
-    print(f"  reply: {reply}")
-    return await episode.end_turn(reply)
 
 
 async def _typed_turn(episode: Any) -> Any:
@@ -194,20 +208,79 @@ def _print_result(result: Any) -> None:
 
 
 def configure_check(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("bundle", help="the bundle's folder")
+    parser.add_argument("bundle", help="the bundle's folder, or an installed bundle's name (agentenv bundles)")
     parser.add_argument("--deploy-timeout", type=float, default=300.0, help="seconds a deploy may take")
+    parser.add_argument(
+        "--strict", action="store_true", help="refuse what may be a mistake too (an unknown JSON Schema keyword)"
+    )
+    qa = parser.add_argument_group(
+        "the QA gate",
+        "with --qa, every task's reference must reach reward 1, twice alike, and replies that do no "
+        "work must score 0 (a few episodes per task, so not by default; see docs/bundles.md#the-qa-gate)",
+    )
+    qa.add_argument("--qa", action="store_true", help="play the QA gate's episodes on every task (or those chosen)")
+    qa.add_argument("--split", help="with --qa: only this split's tasks")
+    qa.add_argument("--tasks", type=_names, default=[], help="with --qa: only these task ids, comma-separated")
+    qa.add_argument("--concurrency", type=int, default=4, help="with --qa: episodes played at once (default 4)")
+    qa.add_argument("--tool-timeout", type=float, default=60.0, help="with --qa: seconds a tool call may take")
+    qa.add_argument("--out", type=Path, help="with --qa: also write the report as JSON to this file")
+
+
+def _names(text: str) -> list[str]:
+    return [part.strip() for part in text.split(",") if part.strip()]
 
 
 def run_check(args: argparse.Namespace) -> int:
     from .bundle import load_bundle  # here: `agentenv --help` loads no bundle machinery
 
-    bundle = load_bundle(args.bundle)
-    print(f"bundle {bundle.name!r}: {len(bundle.tasks)} tasks in {', '.join(bundle.splits)}; loads cleanly")
+    if not args.qa and (args.split or args.tasks or args.out):
+        raise AgentEnvError("--split, --tasks and --out choose what the QA gate checks; add --qa")
+    import logging
+
+    logging.getLogger("agentenv.bundle").addHandler(logging.NullHandler())  # its warnings are printed below
+    bundle = load_bundle(args.bundle, strict=args.strict)
+    for warning in bundle.warnings:
+        print(f"warning: {warning}")
+    clean = (
+        "loads cleanly" if not bundle.warnings else f"loads, with {len(bundle.warnings)} warning(s) (--strict refuses)"
+    )
+    print(f"bundle {bundle.name!r}: {len(bundle.tasks)} tasks in {', '.join(bundle.splits)}; {clean}")
     import asyncio
 
     rows, failed = asyncio.run(_check(bundle, args.deploy_timeout))
     print(table(rows, ("toolset", "tasks", "played", "deploy s", "tools", "status")))
-    return 1 if failed else 0
+    if not args.qa:
+        return 1 if failed else 0
+    from .files import write_file
+    from .qa import run_qa
+
+    _own_tracebacks()  # the findings name the file and line; --out keeps each traceback
+    tasks = _chosen(bundle, args.split, args.tasks)
+    report = run_qa(
+        bundle, tasks, concurrency=args.concurrency, tool_timeout=args.tool_timeout, deploy_timeout=args.deploy_timeout
+    )
+    print(f"\nQA gate: {len(tasks)} task(s)")
+    print(report.table())
+    if args.out:
+        write_file(args.out, report.json())
+        print(f"report: {args.out}")
+    return 1 if failed or not report.ok else 0
+
+
+def _chosen(bundle: Any, split: str | None, ids: list[str]) -> list[Any]:
+    """The tasks ``--split`` and ``--tasks`` choose (every task without them)."""
+    if split and split not in bundle.splits:
+        raise AgentEnvError(f"--split: no split {split!r}; the splits are {', '.join(bundle.splits)}")
+    tasks = list(bundle.split(split) if split else bundle.tasks)
+    if ids:
+        unknown = [i for i in ids if i not in {t.id for t in tasks}]
+        if unknown:
+            where = f" in split {split!r}" if split else ""
+            raise AgentEnvError(
+                f"--tasks: no task {', '.join(map(repr, unknown))}{where}; list them: agentenv tasks {bundle.path}"
+            )
+        tasks = [t for t in tasks if t.id in ids]
+    return tasks
 
 
 async def _check(bundle: Any, deploy_timeout: float) -> tuple[list[tuple[Any, ...]], int]:

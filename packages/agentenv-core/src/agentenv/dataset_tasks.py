@@ -35,8 +35,8 @@ from pathlib import Path
 from typing import Any
 
 from .errors import BundleProblem
-from .specs import BUNDLE_FILE, RawTask
-from .tasksources import dotted, row_field
+from .specs import BUNDLE_FILE
+from .tasksources import RawTask, dotted, row_field
 
 __all__ = ["read_dataset_tasks"]
 
@@ -44,6 +44,7 @@ _KEYS = ("path", "task")
 _SPECIAL = ("_row", "_file", "_split")
 _TOKEN = re.compile(r"\{\{|\}\}|\{([^{}]*)\}|[{}]")
 _BATCH = 4096
+_TOO_DEEP = "is nested too deeply for Python's JSON reader (past its recursion limit); flatten it"
 
 
 @dataclass(frozen=True)
@@ -303,6 +304,10 @@ def _json_rows(path: Path) -> Rows:
                 rows = json.load(file)
             except json.JSONDecodeError as exc:
                 raise _Unreadable(f"is not JSON ({exc.msg} at line {exc.lineno}); fix the file") from None
+            except RecursionError:
+                raise _Unreadable(_TOO_DEEP) from None
+            except ValueError as exc:  # JSON Python cannot make: an int past 4,300 digits
+                raise _Unreadable(f"cannot be read as JSON ({exc}); fix the file") from None
             for row, value in enumerate(rows):
                 yield row, None, value
             return
@@ -314,6 +319,10 @@ def _json_rows(path: Path) -> Rows:
                 yield row, number, json.loads(text)
             except json.JSONDecodeError as exc:
                 yield row, number, _Unreadable(f"is not JSON ({exc.msg} at column {exc.colno}); fix this line")
+            except RecursionError:
+                yield row, number, _Unreadable(_TOO_DEEP)
+            except ValueError as exc:  # JSON Python cannot make: an int past 4,300 digits
+                yield row, number, _Unreadable(f"cannot be read as JSON ({exc}); fix this line")
             row += 1
 
 

@@ -1,7 +1,8 @@
 """The env contract: a stateful tool provider, one instance per episode.
 
-An env is constructed cheaply (its tools are known right away), then ``deploy()`` (may be slow),
-``call(name, args)`` any number of times, and ``teardown()`` exactly once. Every method may be
+An env is constructed cheaply (its tools are known right away), then ``deploy()`` (may be slow, and never sees the
+task: it may run before the task is known), ``setup(task)`` (optional, fast: the task's own state), ``call(name,
+args)`` any number of times, and ``teardown()`` exactly once. Every method may be
 sync or ``async``: agentenv awaits async ones on its event loop and runs sync ones in a thread.
 """
 
@@ -64,8 +65,8 @@ class Env:
     constructor cheap and free of side effects: slow work belongs in ``deploy``.
 
     Tools are the methods marked with ``@tool``; override ``tools`` and ``call`` to build them
-    another way. Raise ``agentenv.ToolError`` (or any exception) for the caller's mistake: the
-    message goes back to the model. Raise ``agentenv.EnvCrashed`` when the env itself broke.
+    another way. Raise ``agentenv.ToolError`` for the caller's mistake: the message goes back to the
+    model. Any other exception (``EnvCrashed`` on purpose) is the env's: the episode fails, never trained on.
     """
 
     def __init__(self, config: Mapping[str, Any], bundle_dir: Path) -> None:
@@ -107,6 +108,12 @@ class Env:
 
     def deploy(self) -> Any:
         """Bring the env up (start services, load fixtures). May be slow; may be ``async``."""
+        return None
+
+    def setup(self, task: Any) -> Any:
+        """Prepare the deployed env for one task (``task``: an ``agentenv.Task``; its ``metadata`` is the place for
+        the task's own state). Optional; keep it fast: a server started with ``--warm`` deploys envs before their
+        task is known, and only this step runs while the rollout waits. May be ``async``."""
         return None
 
     def call(self, name: str, args: Mapping[str, Any]) -> Any:

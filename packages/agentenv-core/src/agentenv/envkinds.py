@@ -7,18 +7,25 @@ reads one JSON answer per line from its stdout::
     <- {"id": 1, "ok": true, "result": [{"name": ..., "description": ..., "parameters": {...}}]}
     -> {"id": 2, "op": "deploy", "config": {...}}
     <- {"id": 2, "ok": true}
-    -> {"id": 3, "op": "call", "name": "add", "args": {"a": 1, "b": 2}}
-    <- {"id": 3, "ok": true, "result": 3}
-    <- {"id": 3, "ok": false, "error": "b is required"}               (the policy's mistake)
-    <- {"id": 3, "ok": false, "error": "db gone", "crashed": true}    (the env broke)
-    -> {"id": 4, "op": "teardown"}
-    <- {"id": 4, "ok": true}, then the program exits
+    -> {"id": 3, "op": "setup", "task": {"id": "q-1", "split": "train", "metadata": {...}}}   (with setup: true)
+    <- {"id": 3, "ok": true}
+    -> {"id": 4, "op": "call", "name": "add", "args": {"a": 1, "b": 2}}
+    <- {"id": 4, "ok": true, "result": 3}
+    <- {"id": 4, "ok": false, "error": "b is required"}               (the policy's mistake)
+    <- {"id": 4, "ok": false, "error": "db gone", "crashed": true}    (the env broke)
+    -> {"id": 5, "op": "teardown"}
+    <- {"id": 5, "ok": true}, then the program exits
 
 The program exits when its stdin closes (agentenv lists the tools of a subprocess env that way when a
 bundle loads, without deploying it). stderr is kept (the last lines are shown when the program dies).
-The program runs in the bundle folder, in its own process group, and is killed with its children at
-teardown, and when the process that started it dies (``agentenv.procs``). Its exit ends the episode at
-once as a crash, with its exit code and the end of its stderr.
+The program runs in the sandbox in force (``agentenv.sandbox``): in the bundle folder, of which it sees only the
+files its command names and those its ``sandbox.files`` lists, with a private ``HOME`` and ``TMPDIR``, no network
+unless ``sandbox.network: host``, and its ``sandbox`` limits; from an allowlisted environment (``PATH``, ``LANG``,
+its ``env:`` and the variables its ``pass_env:`` names: ``agentenv.sandbox.environ``). It is killed with its
+children at teardown, and when the process that started it dies (``agentenv.procs``). Its exit ends the episode at
+once as a crash, with its exit code and the end of its stderr; an exit a limit caused (its memory, processes, CPU
+time, file size) is the policy's mistake: the call answers with the limit, and the next call starts the program
+again (deployed anew).
 """
 
 from __future__ import annotations
@@ -28,8 +35,10 @@ import contextlib
 import inspect
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -39,10 +48,14 @@ from . import procs
 from .env import Env, Tool
 from .errors import EnvCrashed, ToolError
 from .records import EnvKind, Problem
+from .sandbox.backend import Program
+from .sandbox.environ import program_environ
+from .sandbox.spawn import Sandboxed, python_paths
+from .sandbox.spawn import spawn as sandboxed
 from .specs import EnvSpec
 from .targets import resolve
 
-__all__ = ["SubprocessEnv"]
+__all__ = ["SubprocessEnv", "list_tools"]
 
 
 # --- python ----------------------------------------------------------------------------------
@@ -70,6 +83,18 @@ def _resolve_class(spec: EnvSpec, bundle_dir: Path) -> type:
 
 def _python_check(spec: EnvSpec, bundle_dir: Path) -> list[Problem]:
     problems = [Problem((k,), "unknown field; a python env takes target, config, roles") for k in sorted(spec.options)]
+    if spec.pass_env:
+        problems.append(
+            Problem(("pass_env",), "a python env runs in the server process, with its environment; remove pass_env")
+        )
+    if "sandbox" in spec.model_fields_set:
+        problems.append(
+            Problem(
+                ("sandbox",),
+                "a python env runs in the server process, unsandboxed (a bundle is trusted code); remove sandbox, "
+                "or make it a subprocess env",
+            )
+        )
     if spec.command is not None:
         problems.append(
             Problem(("command",), "'command' is for subprocess envs; a python env names its class in 'target'")
@@ -122,15 +147,27 @@ class SubprocessEnv:
         self.spec = spec
         self.bundle_dir = bundle_dir
         self.child: procs.Child | None = None
+        self.box: Sandboxed | None = None  # its sandbox, when core started it (a subclass may start it another way)
+        self.scratch: Path | None = None  # its HOME and TMPDIR, removed at teardown
         self._next_id = 0
         self._lock = asyncio.Lock()
+        self._deployed = False
+
+    async def spawn(self) -> procs.Child:
+        """Start the program (once per env, at its first request) in the sandbox in force. A subclass may start it
+        another way (in a container): whatever speaks the protocol on the ``procs.Child``'s stdin and stdout."""
+        if self.scratch is None:
+            self.scratch = Path(tempfile.mkdtemp(prefix=f"agentenv-{self.spec.name}-"))
+        self.box = await sandboxed(program_of(self.spec, self.bundle_dir, self.scratch))
+        return self.box.child
 
     async def _start(self) -> procs.Child:
         if self.child is None:
-            command = list(self.spec.command or [])
-            if command and command[0] in {"python", "python3"}:
-                command[0] = sys.executable  # the interpreter agentenv runs on, with its packages
-            self.child = await procs.spawn(command, cwd=self.bundle_dir, env=_environ(self.spec))
+            self.child = await self.spawn()
+            if self._deployed:  # started again after a limit killed it: deployed anew
+                self._deployed = False
+                await self._send(self.child, "deploy", {"config": self.spec.config})
+                self._deployed = True
         return self.child
 
     async def _died(self, what: str) -> EnvCrashed:
@@ -147,42 +184,66 @@ class SubprocessEnv:
     async def _request(self, op: str, **fields: Any) -> Any:
         async with self._lock:
             child = await self._start()
-            self._next_id += 1
-            rid = self._next_id
-            if child.exited.done():
-                raise await self._died(f"had exited before {op!r}")
             try:
-                child.write((json.dumps({"id": rid, "op": op, **fields}) + "\n").encode())
-            except (BrokenPipeError, ConnectionResetError):
-                await asyncio.wait({child.exited}, timeout=1.0)
-                raise await self._died(f"exited during {op!r}") from None
-            reading = asyncio.ensure_future(child.stdout.readline())
-            try:
-                # the answer, or the program's exit: whichever comes first (not EOF, which a child may delay)
-                await asyncio.wait({reading, child.exited}, return_when=asyncio.FIRST_COMPLETED)
-                if not reading.done():  # it exited: an answer written just before may still be on its way
-                    await asyncio.wait({reading}, timeout=0.1)
-            finally:
-                if not reading.done():
-                    reading.cancel()
-            line = reading.result() if reading.done() and not reading.cancelled() else b""
-            if not line:
-                raise await self._died(f"exited during {op!r}")
-            try:
-                answer = json.loads(line)
-            except json.JSONDecodeError:
+                answer = await self._send(child, op, fields)
+            except EnvCrashed:
+                breach = self.box.breach() if self.box is not None and child is self.child else None
+                if breach is None or op != "call":
+                    raise
+                await self._restart()
+                raise ToolError(f"the env program was killed at its {breach}; the next call starts it again") from None
+            if op == "deploy":
+                self._deployed = True
+            return answer
+
+    async def _restart(self) -> None:
+        """Forget the program a limit killed (the next request starts it again, deployed anew)."""
+        if self.box is not None:
+            await self.box.end()
+        self.child, self.box = None, None
+
+    async def _send(self, child: procs.Child, op: str, fields: Mapping[str, Any]) -> Any:
+        self._next_id += 1
+        rid = self._next_id
+        if child.exited.done():
+            raise await self._died(f"had exited before {op!r}")
+        try:
+            child.write((json.dumps({"id": rid, "op": op, **fields}) + "\n").encode())
+        except (BrokenPipeError, ConnectionResetError):
+            await asyncio.wait({child.exited}, timeout=1.0)
+            raise await self._died(f"exited during {op!r}") from None
+        reading = asyncio.ensure_future(child.stdout.readline())
+        try:
+            # the answer, or the program's exit: whichever comes first (not EOF, which a child may delay)
+            await asyncio.wait({reading, child.exited}, return_when=asyncio.FIRST_COMPLETED)
+            if not reading.done():  # it exited: an answer written just before may still be on its way
+                await asyncio.wait({reading}, timeout=0.1)
+        finally:
+            if not reading.done():
+                reading.cancel()
+        line = reading.result() if reading.done() and not reading.cancelled() else b""
+        if not line:
+            raise await self._died(f"exited during {op!r}")
+        try:
+            answer = json.loads(line)
+        except json.JSONDecodeError:
+            raise EnvCrashed(
+                f"env program {self.spec.command!r} wrote {line[:200]!r}, which is not a JSON "
+                "answer; write only answers to stdout and logs to stderr"
+            ) from None
+        if not isinstance(answer, dict) or answer.get("id") != rid:
+            raise EnvCrashed(f"env program {self.spec.command!r} answered {answer!r} to request {rid}")
+        if answer.get("ok"):
+            if op in ("call", "tools") and "result" not in answer:  # else an empty answer, silently
                 raise EnvCrashed(
-                    f"env program {self.spec.command!r} wrote {line[:200]!r}, which is not a JSON "
-                    "answer; write only answers to stdout and logs to stderr"
-                ) from None
-            if not isinstance(answer, dict) or answer.get("id") != rid:
-                raise EnvCrashed(f"env program {self.spec.command!r} answered {answer!r} to request {rid}")
-            if answer.get("ok"):
-                return answer.get("result")
-            message = str(answer.get("error", "failed"))
-            if answer.get("crashed") or op != "call":
-                raise EnvCrashed(message)
-            raise ToolError(message)
+                    f"env program {self.spec.command!r} answered {op!r} with ok and no 'result': {line[:200]!r}; "
+                    f'answer {{"id": {rid}, "ok": true, "result": ...}} (null for nothing)'
+                )
+            return answer.get("result")
+        message = str(answer.get("error", "failed"))
+        if answer.get("crashed") or op != "call":
+            raise EnvCrashed(message)
+        raise ToolError(message)
 
     async def tools(self) -> list[Tool]:
         """Ask the program for its tools."""
@@ -191,6 +252,15 @@ class SubprocessEnv:
     async def deploy(self) -> None:
         """Send the env's config; the program brings itself up."""
         await self._request("deploy", config=self.spec.config)
+
+    async def setup(self, task: Any) -> None:
+        """With ``setup: true`` in bundle.yaml, send the task (its id, split and metadata) for the program to set up."""
+        if self.spec.options.get("setup") is True:
+            await self._request("setup", task={"id": task.id, "split": task.split, "metadata": task.metadata})
+
+    def alive(self) -> bool:
+        """False once the program has exited."""
+        return self.child is None or not self.child.exited.done()
 
     async def call(self, name: str, args: Mapping[str, Any]) -> Any:
         """Run a tool in the program."""
@@ -206,17 +276,72 @@ class SubprocessEnv:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._request("teardown"), TEARDOWN_SECONDS)
         await child.end(grace=max(0.0, TEARDOWN_SECONDS - (time.monotonic() - began)))
+        if self.box is not None:
+            await asyncio.to_thread(self.box.prepared.cleanup)
+        if self.scratch is not None:
+            await asyncio.to_thread(shutil.rmtree, self.scratch, True)
 
 
-def _environ(spec: EnvSpec) -> dict[str, str]:
-    return {**os.environ, **{k: str(v) for k, v in (spec.options.get("env") or {}).items()}}
+def _environ(spec: EnvSpec, scratch: Path) -> dict[str, str]:
+    """The program's allowlisted environment (``agentenv.sandbox.environ``): HOME and TMPDIR in ``scratch``."""
+    return program_environ(scratch, scratch, env=spec.options.get("env"), pass_env=spec.pass_env)
+
+
+def program_of(spec: EnvSpec, bundle_dir: Path, scratch: Path) -> Program:
+    """The sandbox's view of a subprocess env's program: the bundle files its command names and its
+    ``sandbox.files`` lists (read-only), its interpreter's packages when it is ``python``, ``scratch`` as its
+    private HOME and TMPDIR."""
+    argv = _argv(spec)
+    root = bundle_dir.resolve()
+    named = [root / a for a in (spec.command or [])[1:] if not os.path.isabs(a) and (root / a).exists()]
+    listed = [root / f for f in spec.sandbox.files]
+    readable = [p.resolve() for p in (*named, *listed) if p.resolve().is_relative_to(root) and p.exists()]
+    if argv and argv[0] == sys.executable:
+        readable += python_paths()
+    return Program(
+        tuple(argv),
+        _environ(spec, scratch),
+        root,  # resolved: a bundle given as a relative path is no path inside the sandbox
+        private=(scratch,),
+        writable=writable_paths(spec.sandbox.write, spec.pass_env, root),
+        readable=tuple(dict.fromkeys(readable)),
+        network=spec.sandbox.network,
+        limits=spec.sandbox.limits(),
+        name=spec.name,
+    )
+
+
+def writable_paths(write: list[str], pass_env: list[str], root: Path) -> tuple[Path, ...]:
+    """The host paths a ``sandbox.write`` list names (``$NAME`` from a passed variable; a missing file made empty).
+    A variable that is not set, or not passed, names nothing."""
+    found = []
+    for entry in write:
+        if entry.startswith("$"):
+            name, _, rest = entry[1:].partition("/")
+            value = os.environ.get(name) if name in pass_env else None
+            if not value:
+                continue
+            entry = os.path.join(value, rest) if rest else value
+        path = (root / entry).resolve()
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.touch()
+        found.append(path)
+    return tuple(found)
 
 
 def _subprocess_check(spec: EnvSpec, bundle_dir: Path) -> list[Problem]:
     problems = [
-        Problem((k,), "unknown field; a subprocess env takes command, config, roles, env")
-        for k in sorted(set(spec.options) - {"env"})
+        Problem((k,), "unknown field; a subprocess env takes command, config, roles, env, pass_env, sandbox, setup")
+        for k in sorted(set(spec.options) - {"env", "setup"})
     ]
+    if not isinstance(spec.options.get("setup", False), bool):
+        problems.append(Problem(("setup",), "give true (the program takes the setup request) or false"))
+    root = bundle_dir.resolve()
+    for i, name in enumerate(spec.sandbox.files):
+        path = (root / name).resolve()
+        if not path.is_relative_to(root) or not path.exists():
+            problems.append(Problem(("sandbox", "files", i), f"{name!r} is no file or folder of the bundle"))
     if not spec.command or not all(isinstance(c, str) for c in spec.command):
         problems.append(
             Problem(("command",), "missing 'command'; give the program as a list (command: [python, env.py])")
@@ -228,32 +353,37 @@ def _subprocess_check(spec: EnvSpec, bundle_dir: Path) -> list[Problem]:
     return problems
 
 
-def _subprocess_describe(spec: EnvSpec, bundle_dir: Path) -> list[Tool] | None:
-    """Start the program once and ask for its tools, so access changes can be checked at load."""
+def _argv(spec: EnvSpec) -> list[str]:
     command = list(spec.command or [])
     if command and command[0] in {"python", "python3"}:
-        command[0] = sys.executable
-    # only "tools", then end of input: nothing was deployed, so there is nothing to tear down
+        command[0] = sys.executable  # the interpreter agentenv runs on, with its packages
+    return command
+
+
+def _subprocess_describe(spec: EnvSpec, bundle_dir: Path) -> list[Tool] | None:
+    """Start the program once and ask for its tools, so access changes can be checked at load."""
+    with tempfile.TemporaryDirectory(prefix=f"agentenv-{spec.name}-") as scratch:
+        return list_tools(_argv(spec), cwd=bundle_dir, env=_environ(spec, Path(scratch)))
+
+
+def list_tools(
+    argv: list[str], *, cwd: Path | None = None, env: Mapping[str, str] | None = None, timeout: float = 30.0
+) -> list[Tool]:
+    """Run ``argv``, send it the protocol's ``tools`` request and end its input, and return the tools it answers
+    (nothing was deployed, so there is nothing to tear down). ``RuntimeError`` naming the program when it does
+    not answer within ``timeout`` seconds."""
     requests = json.dumps({"id": 1, "op": "tools"}) + "\n"
     try:
-        done = subprocess.run(
-            command,
-            cwd=bundle_dir,
-            input=requests,
-            capture_output=True,
-            text=True,
-            timeout=30,
-            env=_environ(spec),
-        )
+        done = subprocess.run(argv, cwd=cwd, input=requests, capture_output=True, text=True, timeout=timeout, env=env)
     except (OSError, subprocess.TimeoutExpired) as exc:
-        raise RuntimeError(f"could not run {command!r} to list its tools: {exc}") from None
+        raise RuntimeError(f"could not run {argv!r} to list its tools: {exc}") from None
     for line in done.stdout.splitlines():
         with contextlib.suppress(json.JSONDecodeError):
             answer = json.loads(line)
             if isinstance(answer, dict) and answer.get("id") == 1 and answer.get("ok"):
                 return [Tool.from_dict(t) for t in answer.get("result") or []]
     raise RuntimeError(
-        f"{command!r} did not answer the 'tools' request (exit code {done.returncode}; stderr: "
+        f"{argv!r} did not answer the 'tools' request (exit code {done.returncode}; stderr: "
         f"{done.stderr.strip()[-300:]!r})"
     )
 

@@ -5,7 +5,10 @@ deploy (in the background, with a deadline) -> turn 1 open -> tool calls (each w
 
 The result is ``scored`` (reward and scores by step id), ``failed`` (the env's fault: reward None,
 with the failure's kind and stage) or ``unscored`` (no verdict). A policy's mistake (an unknown
-tool, bad arguments, a tool that raises) goes back to the model as the tool's answer and is scored.
+tool, bad arguments, a tool that raises ``ToolError``) goes back to the model as the tool's answer and is
+scored; any other exception from a tool, a deploy or a verifier is the env's (``crash``, ``deploy``,
+``verifier``): the episode fails, naming the env and the author's file and line, and the traceback is logged
+and kept (``Episode.traceback``).
 Teardown runs exactly once, also on cancellation and after a crash.
 """
 
@@ -13,34 +16,30 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import errno
 import functools
 import inspect
 import logging
-import shutil
-import tempfile
 import time
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from . import procs
-from .bundle import BASH_TOOL, Bundle, RewardSpec, Task, effective_tools
+from .blame import blame
+from .bundle import Bundle, Task
+from .deployment import Deployment, deploy_failure
 from .env import Env, Tool, render_result
-from .errors import EnvCrashed
+from .errors import EnvCrashed, ToolError
 from .plugins import Plugins, plugins
 from .schema import argument_errors
+from .scoring import RewardArg, verdict, verifier_name
 from .threads import ToolThreads, default_pool
 from .verifiers import Check, ToolRecord, as_score, runs_on_loop
-from .wire import EpisodeResult, Failure, Outcome, Purpose, Seconds
+from .wire import Attempt, EpisodeResult, Failure, Outcome, Purpose, Seconds
 
-__all__ = ["Episode", "EpisodeResult", "Failure", "Seconds", "Step"]
+__all__ = ["Episode", "EpisodeResult", "Failure", "RewardArg", "Seconds", "Step"]
 
 log = logging.getLogger(__name__)
-
-BASH_OUTPUT_LIMIT = 16_000
 
 
 @dataclass(frozen=True)
@@ -57,16 +56,17 @@ class Step:
     result: EpisodeResult | None = None
 
 
-RewardArg = str | RewardSpec | Callable[[Mapping[str, float]], float] | None
-
-
 class Episode:
     """One play of ``task``: create with the bundle and the task, ``await start()``, then call tools
     and end turns; ``await close()`` always (it tears down and returns the result).
 
     ``purpose`` says why it is played, for the observers (``agentenv_episode_started``): ``"play"``
     (a policy plays it), ``"check"`` (``agentenv check`` deploys it) or ``"probe"`` (a client lists
-    its toolset's tools).
+    its toolset's tools). ``attempt`` is which attempt of which rollout it is (its client says). ``on_end(episode,
+    result)`` is called once it is torn down (``agentenv.record.Recorder.episode_ended`` writes its record); what it
+    raises is logged, never the episode's.
+    ``deployment``: the toolset's envs deployed ahead of the episode (``agentenv.deployment``),
+    never played before; the episode then runs only the task's setup step, and tears the deployment down.
     """
 
     def __init__(
@@ -82,6 +82,9 @@ class Episode:
         plugin_set: Plugins | None = None,
         purpose: Purpose = "play",
         threads: ToolThreads | None = None,
+        attempt: Attempt | None = None,
+        on_end: Callable[[Episode, EpisodeResult], None] | None = None,
+        deployment: Deployment | None = None,
     ) -> None:
         self.bundle = bundle
         self.threads = threads or default_pool()  # sync tools, deploys, teardowns and verifiers run here
@@ -94,6 +97,7 @@ class Episode:
         self.toolset = bundle.toolset(task)
         self._plugins = plugin_set or bundle.plugin_set or plugins()
         self._reward = reward
+        self.deployment = deployment  # deployed ahead (its envs are this episode's alone), or made at start
         self.envs: dict[str, Any] = {}
         self.tools: list[Tool] = []
         self._owner: dict[str, str] = {}
@@ -108,8 +112,12 @@ class Episode:
         self._closed = False
         self._closing: asyncio.Future[EpisodeResult] | None = None
         self._torn_down = False
-        self._scratch: Path | None = None
         self._seconds = {"deploy": 0.0, "tools": 0.0, "scoring": 0.0}
+        self.traceback: str | None = None  # of the exception that failed the episode, when one did
+        self.attempt = attempt
+        self._on_end = on_end
+        self.replies: list[str] = []  # each ended turn's reply
+        self.began = time.time()
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -140,75 +148,44 @@ class Episode:
         return self.task.turns[min(self.turn, len(self.task.turns) - 1)].prompt
 
     async def start(self) -> None:
-        """Create the envs, list the tools, and start the deploy in the background.
+        """Create the envs (or take the deployment given), list the tools, and start the deploy in the background.
 
-        Returns at once; the first tool call or end of turn waits for the deploy.
+        Returns at once; the first tool call or end of turn waits for the deploy (and the task's setup).
         """
         if self._started:
             raise RuntimeError("Episode.start() was called twice; create a new Episode for each play")
         self._started = True
         self._plugins.notify_started(self)
+        given = self.deployment
         try:
-            for name in self.toolset.envs:
-                spec = self.bundle.envs[name]
-                self.envs[name] = self._plugins.env_kinds()[spec.kind].create(spec, self.bundle.path)
-            for name, env in self.envs.items():
-                listed = await _maybe_await(env.tools())
-                listed = [t if isinstance(t, Tool) else Tool.from_dict(t) for t in listed]
-                offered = effective_tools(self.bundle.envs[name], self.toolset, listed)
-                self._check_access(name, listed)
-                for t in offered:
-                    if t.name in self._owner:
-                        raise EnvCrashed(
-                            f"tool {t.name!r} is offered by both {self._owner[t.name]!r} and {name!r}; "
-                            "deny it in one of them"
-                        )
-                    self._owner[t.name] = name
-                    self.tools.append(t)
-            if self.toolset.bash:
-                self._owner[BASH_TOOL] = BASH_TOOL
-                self.tools.append(BASH)
-            self._by_name = {t.name: t for t in self.tools}
+            if given is None:
+                self.deployment = Deployment(self.bundle, self.task, plugin_set=self._plugins, threads=self.threads,
+                                             teardown_timeout=self.deploy_timeout)  # fmt: skip
+                await self.deployment.create()
+            elif given.toolset_key != self.bundle.toolset_key(self.task):
+                raise ValueError(f"the deployment given is of toolset {given.toolset_key}, not the task's")
         except Exception as exc:
             self._fail("deploy", "deploy", f"could not create the envs: {type(exc).__name__}: {exc}")
             return
-        self._deploy_task = asyncio.create_task(self._deploy(), name=f"deploy {self.task.id}")
+        deployment = self.deployment
+        self.envs, self.tools, self._owner = deployment.envs, deployment.tools, deployment.owner
+        self._by_name = {t.name: t for t in self.tools}
+        self._deploy_task = asyncio.create_task(self._deploy(deployment), name=f"deploy {self.task.id}")
 
-    def _check_access(self, env_name: str, listed: list[Tool]) -> None:
-        have = {t.name for t in listed}
-        for change in ("deny", "allow"):
-            for tool_name in getattr(self.toolset, change).get(env_name, []):
-                if tool_name not in have:
-                    raise EnvCrashed(
-                        f"task {self.task.id!r} {change}s tool {tool_name!r}, which env {env_name!r} "
-                        f"does not have; its tools: {', '.join(sorted(have))}"
-                    )
-
-    async def _deploy(self) -> None:
+    async def _deploy(self, deployment: Deployment) -> None:
         started = time.perf_counter()
-        failure: tuple[str, str, str] | None = None
         try:
             async with asyncio.timeout(self.deploy_timeout):
-                for env in self.envs.values():
-                    await self._run(env.deploy)
-                if self.toolset.bash:
-                    self._scratch = Path(tempfile.mkdtemp(prefix=f"agentenv-{self.task.id}-"))
-        except TimeoutError:
-            failure = (
-                "deadline",
-                "deploy",
-                f"deploy took longer than its deadline ({self.deploy_timeout:g} s)",
-            )
-        except OSError as exc:
-            # out of file descriptors, processes or memory: the host's state, not the env's (replayed elsewhere)
-            scarce = exc.errno in (errno.EMFILE, errno.ENFILE, errno.EAGAIN, errno.ENOMEM)
-            failure = ("out_of_resources" if scarce else "deploy", "deploy", f"{type(exc).__name__}: {exc}")
+                if not deployment.deployed:
+                    await deployment.deploy()
+                await deployment.setup(self.task)
         except Exception as exc:
-            failure = ("deploy", "deploy", f"{type(exc).__name__}: {exc}")
+            kind, stage, message = deploy_failure(exc, self.deploy_timeout, deployment.current)
+            if kind != "deadline":  # the env's own error: blamed on its line in the bundle, its traceback kept
+                message = self._blamed(f"env {deployment.current!r}", exc)
+            self._fail(kind, stage, message)
         finally:
             self._seconds["deploy"] += time.perf_counter() - started
-        if failure is not None:
-            self._fail(*failure)
 
     async def ready(self) -> bool:
         """Wait for the deploy to end: True when the envs are up, False when the episode failed."""
@@ -243,6 +220,11 @@ class Episode:
                 reason=f"ended before its last turn (turn {self.turn + 1} of {len(self.task.turns)})",
             )
         self._plugins.notify_finished(self, self._result)
+        if self._on_end is not None:
+            try:
+                self._on_end(self, self._result)
+            except Exception:  # what watches an episode (its record, metrics) never fails it
+                log.exception("on_end of episode %s (task %r) failed", self.episode_id, self.task.id)
         return self._result
 
     async def _teardown(self) -> None:
@@ -253,13 +235,8 @@ class Episode:
             self._deploy_task.cancel()
             with contextlib.suppress(BaseException):
                 await self._deploy_task
-        for name, env in self.envs.items():
-            try:
-                await asyncio.wait_for(self._run(env.teardown), max(self.deploy_timeout, 30.0))
-            except Exception:
-                log.exception("teardown of env %r (task %r) failed", name, self.task.id)
-        if self._scratch is not None:
-            shutil.rmtree(self._scratch, ignore_errors=True)
+        if self.deployment is not None:  # a deployment given and never started is torn down too: it is this one's
+            await self.deployment.teardown()
 
     # -- playing -----------------------------------------------------------------------------
 
@@ -282,10 +259,7 @@ class Episode:
         failure: tuple[str, str, str] | None = None
         try:
             async with asyncio.timeout(self.tool_timeout):
-                if name == BASH_TOOL and self._owner[name] == BASH_TOOL:
-                    value = await self._bash(args)
-                else:
-                    value = await self._invoke(name, args)
+                value = await self._invoke(name, args)
         except TimeoutError:
             failure = (
                 "deadline",
@@ -294,16 +268,20 @@ class Episode:
             )
         except EnvCrashed as exc:
             failure = ("crash", "tool", f"tool {name!r}: {exc}")
-        except Exception as exc:  # the tool refused the call: the policy's doing, scored
+        except ToolError as exc:  # the tool refused the call: the policy's doing, scored
             value, failure = exc, None
+        except Exception as exc:  # anything else is a bug of the env's: never the policy's zero
+            said = self._blamed(f"tool {name!r} of env {self._owner[name]!r}", exc)
+            failure = ("crash", "tool", f"{said}; a tool refuses a call by raising agentenv.ToolError")
         finally:
-            self._seconds["tools"] += time.perf_counter() - started
+            took = time.perf_counter() - started
+            self._seconds["tools"] += took
         if failure is not None:
             self._fail(*failure)
             return Step(done=True, result=self._result)
         if isinstance(value, Exception):
-            return self._record(name, args, f"error: {value}", error=True)
-        return self._record(name, args, render_result(value), error=False)
+            return self._record(name, args, f"error: {value}", error=True, seconds=took)
+        return self._record(name, args, render_result(value), error=False, seconds=took)
 
     async def _invoke(self, name: str, args: Mapping[str, Any]) -> Any:
         direct = self._direct.get(name)
@@ -314,7 +292,7 @@ class Episode:
                 method = getattr(env, type(env).tool_methods()[name])
                 direct = self._direct[name] = (method, inspect.iscoroutinefunction(method))
             else:
-                direct = self._direct[name] = (functools.partial(env.call, name), _is_async(env.call))
+                direct = self._direct[name] = (functools.partial(env.call, name), runs_on_loop(env.call))
         method, is_async = direct
         if is_async:
             return await method(**args) if not isinstance(method, functools.partial) else await method(args)
@@ -322,8 +300,9 @@ class Episode:
             return await _maybe_await(await self.threads.run(method, args))
         return await _maybe_await(await self.threads.run(lambda: method(**args)))
 
-    def _record(self, name: str, args: Any, answer: str, *, error: bool) -> Step:
-        self.calls.append(ToolRecord(name, dict(args) if isinstance(args, dict) else {}, answer, error))
+    def _record(self, name: str, args: Any, answer: str, *, error: bool, seconds: float = 0.0) -> Step:
+        kept = dict(args) if isinstance(args, dict) else {}
+        self.calls.append(ToolRecord(name, kept, answer, error, seconds, self.turn))
         return Step(text=answer, error=error)
 
     async def end_turn(self, reply: str) -> Step:
@@ -333,14 +312,15 @@ class Episode:
         if not await self._deployed():
             return Step(done=True, result=self._result)
         turn = self.task.turns[self.turn]
+        self.replies.append(reply)
         started = time.perf_counter()
-        check = Check(reply=reply, turn=self.turn, task=self.task, envs=self.envs, calls=tuple(self.calls))
+        check = Check(reply, self.turn, self.task, self.envs, tuple(self.calls), asyncio.get_running_loop())
         failure: tuple[str, str, str] | None = None
         where = f"verifiers of turn {self.turn + 1}"
         try:
             async with asyncio.timeout(self.score_timeout):
                 for spec in turn.verifiers:
-                    where = f"verifier {spec.id!r} ({spec.kind})"
+                    where = verifier_name(spec)
                     verify = self.bundle.verifiers[(self.task.id, spec.id)]
                     self._scores[spec.id] = as_score(await self._run(verify, check), where)
         except TimeoutError:
@@ -351,7 +331,7 @@ class Episode:
             )
         except Exception as exc:
             # name the verifier that broke (as_score's own message already does)
-            message = str(exc) if str(exc).startswith(where) else f"{where}: {type(exc).__name__}: {exc}"
+            message = str(exc) if str(exc).startswith(where) else self._blamed(where, exc)
             failure = ("verifier", "scoring", message)
         finally:
             self._seconds["scoring"] += time.perf_counter() - started
@@ -367,30 +347,22 @@ class Episode:
         return Step(done=True, result=self._result)
 
     def _score(self) -> EpisodeResult:
-        if not self._scores:
-            return self._finish("unscored", reason=f"task {self.task.id!r} has no verifiers")
-        missing = [k for k, v in self._scores.items() if v is None]
-        if missing:
-            return self._finish("unscored", reason=f"no verdict from {', '.join(missing)}")
-        scores = {k: float(v) for k, v in self._scores.items() if v is not None}
-        try:
-            reward = self._combine(scores)
-        except Exception as exc:
-            return self._finish("failed", failure=Failure("verifier", "scoring", f"reward rule failed: {exc}"))
-        return self._finish("scored", reward=reward)
-
-    def _combine(self, scores: Mapping[str, float]) -> float:
-        rule = self._reward if self._reward is not None else self.task.reward
-        if callable(rule):
-            return float(rule(scores))
-        spec = RewardSpec(rule=rule) if isinstance(rule, str) else rule
-        return float(self._plugins.reward_rule(spec.rule).combine(scores, spec.params))
+        found = verdict(self.task, self._scores, self._reward, self._plugins)
+        return self._finish(found.outcome, reward=found.reward, failure=found.failure, reason=found.reason)
 
     async def _run(self, fn: Callable[..., Any], *args: Any) -> Any:
         """Await ``fn`` on the loop when it is async; run it on the pool when it may block."""
-        if _is_async(fn):
+        if runs_on_loop(fn):
             return await fn(*args)
         return await _maybe_await(await self.threads.run(fn, *args))
+
+    def _blamed(self, who: str, exc: BaseException) -> str:
+        """``who: KeyError: 'e99' (db_env.py:14 in lookup)``, logged with the traceback, which the episode keeps."""
+        found = blame(exc, self.bundle.path)
+        message = f"{who}: {found.said()}"
+        self.traceback = found.text
+        log.error("task %r, episode %s: %s\n%s", self.task.id, self.episode_id, message, found.text.rstrip())
+        return message
 
     def abandon(self, kind: str, message: str) -> None:
         """Fail the episode from outside (its client went away mid-call, the server is shutting down).
@@ -422,50 +394,6 @@ class Episode:
             seconds=Seconds(**self._seconds),
         )
 
-    async def _bash(self, args: Mapping[str, Any]) -> str:
-        # an owned process (agentenv.procs): its own group, killed with what it started once the command exits
-        child = await procs.spawn(["bash", "-c", str(args["command"])], cwd=self._scratch, stdin=False,
-                                  stderr_to_stdout=True)  # fmt: skip
-        kept: list[bytes] = []
-        reader = asyncio.ensure_future(_read_capped(child.stdout, kept, BASH_OUTPUT_LIMIT + 1))
-        try:
-            await asyncio.shield(child.exited)
-            # what it wrote is in the pipe, unless a background child holds the pipe open: stop after a moment
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(asyncio.shield(reader), 0.2)
-        finally:
-            reader.cancel()
-            await child.end()
-        text = b"".join(kept).decode(errors="replace")
-        if len(text) > BASH_OUTPUT_LIMIT:
-            text = text[:BASH_OUTPUT_LIMIT] + f"\n[output cut at {BASH_OUTPUT_LIMIT} characters]"
-        return f"{text}\n[exit code {child.returncode}]"
-
-
-async def _read_capped(stream: asyncio.StreamReader, kept: list[bytes], limit: int) -> None:
-    """Read ``stream`` to its end, keeping its first ``limit`` bytes (the rest is read and dropped)."""
-    size = 0
-    while chunk := await stream.read(65536):
-        if size < limit:
-            kept.append(chunk[: limit - size])
-        size += len(chunk)
-
-
-BASH = Tool(
-    BASH_TOOL,
-    "Run a bash command in this episode's scratch folder; returns its output and exit code.",
-    {
-        "type": "object",
-        "properties": {"command": {"type": "string", "description": "The command."}},
-        "required": ["command"],
-        "additionalProperties": False,
-    },
-)
-
 
 async def _maybe_await(value: Any) -> Any:
     return await value if inspect.isawaitable(value) else value
-
-
-def _is_async(fn: Callable[..., Any]) -> bool:
-    return runs_on_loop(fn)

@@ -43,9 +43,17 @@ class BundleProblem:
     line: int | None = None
 
     def __str__(self) -> str:
-        where = self.file if self.line is None else f"{self.file}:{self.line}"
-        field = f" {self.field}:" if self.field else ""
-        return f"{where}:{field} {self.message}"
+        where = _plain(self.file) if self.line is None else f"{_plain(self.file)}:{self.line}"
+        field = f" {_plain(self.field)}:" if self.field else ""
+        return f"{where}:{field} {_plain(self.message)}"
+
+
+def _plain(text: str) -> str:
+    """``text`` with each character a terminal would act on (controls, escapes, bidi marks) written as its escape: a
+    bundle's keys, values and file names reach terminals through its problems."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
 
 
 class BundleError(AgentEnvError):
@@ -68,9 +76,9 @@ class PluginError(AgentEnvError):
 class ToolError(Exception):
     """Raised by an env's tool for a mistake of the caller (the policy).
 
-    The message goes back to the model as the tool's answer and the episode goes on.
-    Any other exception from a tool is treated the same way; raise ``EnvCrashed`` when the
-    env itself broke and the episode must not be trained on.
+    The message goes back to the model as the tool's answer and the episode goes on. Any other
+    exception from a tool is the env's bug: the episode fails (``crash``), naming the file and line,
+    and is never trained on; ``EnvCrashed`` says so on purpose.
     """
 
 

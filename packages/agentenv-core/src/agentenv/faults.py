@@ -50,25 +50,47 @@ class Rule:
     examples: str
 
 
+_OVERLOADED = (
+    "the server took the connection but did not answer its handshake within reset_timeout (busy, or on asyncio's "
+    "loop out of file descriptors)"
+)
+
 RULES: Final[tuple[Rule, ...]] = (
     # the policy's mistakes: the model is told (a tool answer marked as an error) and the rollout goes on
     Rule("unknown_tool", Fault.POLICY, "scored", False, False, "a call to a tool the toolset does not offer"),
     Rule("invalid_arguments", Fault.POLICY, "scored", False, False, "arguments that do not fit the tool's schema"),
     Rule("oversized_call", Fault.POLICY, "scored", False, False, "a call or reply over the server's frame limit"),
-    Rule("tool_error", Fault.POLICY, "scored", False, False, "a tool that refuses the call (ToolError)"),
+    Rule("tool_error", Fault.POLICY, "scored", False, False, "a tool that refuses the call by raising ToolError"),
     Rule("wrong_answer", Fault.POLICY, "scored", False, False, "a reply the verifiers score low"),
     Rule("no_tool_call", Fault.POLICY, "scored", False, False, "a rollout that never calls a tool"),
     Rule("no_answer", Fault.POLICY, "scored", False, False, "turns left open: ended with an empty reply"),
     # the env's failures: the episode is lost, a new one may go well
-    Rule("deploy", Fault.ENV, "failed", True, False, "the env's deploy raised"),
-    Rule("crash", Fault.ENV, "failed", True, False, "the env broke during a call (EnvCrashed, process exit)"),
+    Rule(
+        "deploy",
+        Fault.ENV,
+        "failed",
+        True,
+        False,
+        "the env's deploy raised (a missing fixture file, a bug: named by file and line)",
+    ),
+    Rule(
+        "crash",
+        Fault.ENV,
+        "failed",
+        True,
+        False,
+        "a tool that raised anything but ToolError (named by file and line), EnvCrashed, the env program's exit",
+    ),
     Rule("deadline", Fault.ENV, "failed", True, False, "a deploy, tool call or verifier past its deadline"),
-    Rule("verifier", Fault.ENV, "failed", True, False, "a verifier or reward rule that raised"),
+    Rule(
+        "verifier", Fault.ENV, "failed", True, False, "a verifier or reward rule that raised, or a score outside [0, 1]"
+    ),
     # the server's: the episode is lost with the connection, or never started
     Rule("unreachable", Fault.SERVER, "failed", True, True, "nothing listening at the URL"),
     Rule("restarting", Fault.SERVER, "failed", True, True, "the server is shutting down (close code 1012)"),
     Rule("capacity", Fault.SERVER, "failed", True, True, "the server holds max_concurrent_envs sessions"),
     Rule("out_of_resources", Fault.SERVER, "failed", True, True, "the server is out of file descriptors"),
+    Rule("overloaded", Fault.SERVER, "failed", True, True, _OVERLOADED),
     Rule("connection_lost", Fault.SERVER, "failed", True, False, "the connection closed mid-episode"),
     Rule("idle", Fault.SERVER, "failed", True, False, "the server reaped the session after idle_timeout"),
     Rule("protocol", Fault.SERVER, "failed", False, False, "a frame the session layer cannot read"),

@@ -44,6 +44,7 @@ if TYPE_CHECKING:
         Integration,
         ObservedEpisode,
         RewardRule,
+        Sandbox,
         TaskSource,
         VerifierKind,
     )
@@ -155,6 +156,43 @@ class AgentSpecs:
                                   env={"OPENAI_BASE_URL": request.endpoint.openai_base,
                                        "OPENAI_API_KEY": request.endpoint.api_key or "none"})
                 yield AgentKind(name="my-agent", launch=launch)
+        """
+        raise NotImplementedError
+
+
+class SandboxSpecs:
+    """Hooks that add sandbox backends: what runs the programs the policy steers."""
+
+    @hookspec
+    def agentenv_sandboxes(self) -> Iterable[Sandbox]:
+        """Register sandbox backends.
+
+        What for: run ``bash`` commands, subprocess env programs and agents somewhere other than agentenv-core's
+        ``bwrap`` (bubblewrap) or ``none`` (the explicit hole): a container engine, a microVM, a remote sandbox.
+        A server picks one with ``agentenv serve --sandbox NAME`` or ``$AGENTENV_SANDBOX``.
+
+        Parameters: none.
+
+        Returns: an iterable of ``Sandbox`` records: a name and ``create()``, which returns an
+        ``agentenv.sandbox.SandboxBackend`` (``problem()``: why it cannot run here, with the fix;
+        ``describe()``: one line for the log; ``prepare(program)``: the argv, environment and folder
+        ``agentenv.procs.spawn`` runs for an ``agentenv.sandbox.Program``, its cleanup and which limit it hit).
+        A name that agentenv-core or an earlier plugin registered leaves this plugin out, naming both.
+
+        Example::
+
+            @hookimpl
+            def agentenv_sandboxes():
+                class Firejail:
+                    name = "firejail"
+                    def problem(self):
+                        return None if shutil.which("firejail") else "install firejail (apt-get install firejail)"
+                    def describe(self):
+                        return "firejail: its default profile, no network"
+                    def prepare(self, program):
+                        argv = ["firejail", "--quiet", "--net=none", "--", *program.argv]
+                        return Prepared(argv, dict(program.env), program.cwd)
+                yield Sandbox(name="firejail", create=Firejail, summary="firejail's default profile")
         """
         raise NotImplementedError
 
@@ -313,4 +351,13 @@ class CliSpecs:
         raise NotImplementedError
 
 
-SPEC_CLASSES: Final = (TaskSpecs, AgentSpecs, ToolsetSpecs, SessionSpecs, RewardSpecs, IntegrationSpecs, CliSpecs)
+SPEC_CLASSES: Final = (
+    TaskSpecs,
+    AgentSpecs,
+    SandboxSpecs,
+    ToolsetSpecs,
+    SessionSpecs,
+    RewardSpecs,
+    IntegrationSpecs,
+    CliSpecs,
+)

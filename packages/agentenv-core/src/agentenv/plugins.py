@@ -1,25 +1,32 @@
 """agentenv's plugins: the manager that loads them, leaves the broken ones out, and calls the hooks.
 
 What a plugin author imports is here: ``hookimpl``, the records its hooks yield (``EnvKind``,
-``VerifierKind``, ``AgentKind``, ``TaskSource``, ``RewardRule``, ``Integration``, ``CliCommand``), ``Problem`` for a
-kind's ``check``, and ``resolve`` for ``module:attr`` targets. The hooks themselves, with what each
-gets and returns, are documented in ``agentenv.hookspecs``.
+``VerifierKind``, ``AgentKind``, ``TaskSource``, ``RewardRule``, ``Integration``, ``CliCommand``,
+``Sandbox``), ``Problem`` for a kind's ``check``, and ``resolve`` for ``module:attr`` targets. The hooks
+themselves, with what each gets and returns, are documented in ``agentenv.hookspecs``.
 """
 
 from __future__ import annotations
 
-import difflib
 import importlib
 import importlib.metadata as md
-import inspect
 import logging
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 
 import pluggy
 
+from ._plugin_checks import (
+    FIX,
+    SEE_SPECS,
+    LeftOut,
+    PluginInfo,
+    PluginProblem,
+    check_hook_names,
+    check_record,
+    installed_version,
+)
 from .errors import PluginError
 from .hookspecs import NAME, SPEC_CLASSES, hookimpl, hookspec
 from .records import (
@@ -30,6 +37,7 @@ from .records import (
     ObservedEpisode,
     Problem,
     RewardRule,
+    Sandbox,
     TaskSource,
     VerifierKind,
 )
@@ -47,6 +55,7 @@ __all__ = [
     "Plugins",
     "Problem",
     "RewardRule",
+    "Sandbox",
     "TaskSource",
     "VerifierKind",
     "hookimpl",
@@ -70,42 +79,10 @@ REGISTRATION: Final[dict[str, tuple[str, type]]] = {
     "agentenv_agent_kinds": ("agent kind", AgentKind),
     "agentenv_task_sources": ("task source", TaskSource),
     "agentenv_reward_rules": ("reward rule", RewardRule),
+    "agentenv_sandboxes": ("sandbox", Sandbox),
     "agentenv_integrations": ("integration", Integration),
     "agentenv_cli_commands": ("CLI command", CliCommand),
 }
-HOOKS: Final = frozenset(name for spec in SPEC_CLASSES for name in vars(spec) if name.startswith(f"{NAME}_"))
-
-
-@dataclass(frozen=True)
-class PluginProblem:
-    """A plugin that was left out: its name, distribution and version, what was wrong and the fix."""
-
-    plugin: str
-    distribution: str
-    version: str
-    error: str
-    fix: str
-
-    def __str__(self) -> str:
-        source = f"{self.distribution} {self.version}".strip()
-        return f"plugin {self.plugin!r} ({source}) was left out: {self.error}; {self.fix}"
-
-
-@dataclass(frozen=True)
-class PluginInfo:
-    """A loaded plugin: its name, distribution and version, the hooks it implements and which it wraps."""
-
-    name: str
-    distribution: str
-    version: str
-    hooks: tuple[str, ...]
-    wrappers: tuple[str, ...] = ()
-
-
-class _LeftOut(Exception):
-    def __init__(self, error: str, fix: str) -> None:
-        super().__init__(error)
-        self.error, self.fix = error, fix
 
 
 T = TypeVar("T")
@@ -134,7 +111,7 @@ class Plugins:
         self._callers: dict[str, tuple[tuple[str, pluggy.HookCaller], ...]] = {}
         self._collecting = threading.RLock()
         for module in BUILTINS:
-            self._add(module, importlib.import_module(module), (CORE, _version(CORE)), builtin=True)
+            self._add(module, importlib.import_module(module), (CORE, installed_version(CORE)), builtin=True)
         for name, obj in extra:
             self._add(name, obj, ("(in process)", ""))
         if entry_points:
@@ -150,7 +127,7 @@ class Plugins:
                 self._leave_out(
                     ep.name,
                     source,
-                    _LeftOut(
+                    LeftOut(
                         f"{owner} already installs a plugin of that name",
                         f"uninstall one of them, or rename the entry point in [project.entry-points.{NAME}]",
                     ),
@@ -161,30 +138,30 @@ class Plugins:
             except Exception as exc:  # any import failure must not take the other plugins down
                 fix = f"fix the import, or uninstall {source[0]}"
                 self._leave_out(
-                    ep.name, source, _LeftOut(f"importing {ep.value} failed: {type(exc).__name__}: {exc}", fix)
+                    ep.name, source, LeftOut(f"importing {ep.value} failed: {type(exc).__name__}: {exc}", fix)
                 )
                 continue
             self._add(ep.name, obj, source)
 
     def _add(self, name: str, obj: object, source: tuple[str, str], *, builtin: bool = False) -> None:
         try:
-            _check_hook_names(self.manager, obj)
+            check_hook_names(self.manager, obj)
             try:
                 self.manager.register(obj, name=name)
             except pluggy.PluginValidationError as exc:
                 if self.manager.get_plugin(name) is obj:  # older pluggy leaves a refused plugin half registered
                     self.manager.unregister(name=name)
-                raise _LeftOut(f"pluggy refused it: {' '.join(str(exc).split())}", _SEE_SPECS) from None
+                raise LeftOut(f"pluggy refused it: {' '.join(str(exc).split())}", SEE_SPECS) from None
             except ValueError as exc:  # pluggy: the object is already registered under another name
-                raise _LeftOut(" ".join(str(exc).split()), "register each plugin object once") from None
-        except _LeftOut as exc:
+                raise LeftOut(" ".join(str(exc).split()), "register each plugin object once") from None
+        except LeftOut as exc:
             if builtin:
                 raise RuntimeError(f"agentenv's built-in plugin {name} is broken: {exc.error}") from None
             self._leave_out(name, source, exc)
             return
         self._source[name] = source
 
-    def _leave_out(self, name: str, source: tuple[str, str], why: _LeftOut) -> None:
+    def _leave_out(self, name: str, source: tuple[str, str], why: LeftOut) -> None:
         if self.manager.get_plugin(name) is not None:
             self.manager.unregister(name=name)
         problem = PluginProblem(name, source[0], source[1], why.error, why.fix)
@@ -216,12 +193,12 @@ class Plugins:
             try:
                 records = [r for result in caller() for r in (result or ())]
                 for record in records:
-                    _check_record(hook, record, record_type)
-            except _LeftOut as exc:
+                    check_record(hook, record, record_type)
+            except LeftOut as exc:
                 self._leave_plugin_out(plugin, exc)
                 continue
             except Exception as exc:
-                self._leave_plugin_out(plugin, _LeftOut(f"its {hook} raised {type(exc).__name__}: {exc}", _FIX))
+                self._leave_plugin_out(plugin, LeftOut(f"its {hook} raised {type(exc).__name__}: {exc}", FIX))
                 continue
             made[plugin] = records
         accepted: dict[str, Any] = {}
@@ -238,15 +215,15 @@ class Plugins:
         self._records[hook], self._owners[hook] = accepted, owners
         return accepted
 
-    def _clash(self, what: str, taken: list[tuple[str, str]]) -> _LeftOut:
+    def _clash(self, what: str, taken: list[tuple[str, str]]) -> LeftOut:
         said = "; ".join(f"the {what} {name!r} is registered by {self._describe(first)}" for name, first in taken)
         if any(self._source.get(first, ("",))[0] == CORE for _, first in taken):
             fix = f"rename its {what} (a built-in name is never replaced)"
         else:
             fix = f"rename its {what}, or uninstall one of the two"
-        return _LeftOut(f"it registers a name already taken: {said}", fix)
+        return LeftOut(f"it registers a name already taken: {said}", fix)
 
-    def _leave_plugin_out(self, plugin: str, why: _LeftOut) -> None:
+    def _leave_plugin_out(self, plugin: str, why: LeftOut) -> None:
         source = self._source.pop(plugin, ("?", ""))
         if source[0] == CORE:
             raise RuntimeError(f"agentenv's built-in plugin {plugin} is broken: {why.error}")
@@ -345,6 +322,10 @@ class Plugins:
         """Every reward rule, by name."""
         return self._collected("agentenv_reward_rules")
 
+    def sandboxes(self) -> dict[str, Sandbox]:
+        """Every sandbox backend, by name."""
+        return self._collected("agentenv_sandboxes")
+
     def integrations(self) -> dict[str, Integration]:
         """Every trainer integration, by name."""
         return self._collected("agentenv_integrations")
@@ -389,71 +370,6 @@ class Plugins:
             dist, version = self._source.get(name, ("?", ""))
             out.append(PluginInfo(name, dist, version, hooks, wrappers))
         return sorted(out, key=lambda i: (i.distribution != CORE, i.name))
-
-
-_FIX = "fix the plugin, or uninstall it"
-_SEE_SPECS = "write each hook as agentenv.hookspecs documents it"
-
-
-def _check_hook_names(manager: pluggy.PluginManager, obj: object) -> None:
-    """Refuse a plugin whose hook names or arguments match no hook (pluggy would accept it silently)."""
-    for attr in dir(obj):
-        try:
-            opts = manager.parse_hookimpl_opts(obj, attr)
-        except Exception:  # an attribute that cannot be read is nothing of ours
-            continue
-        if opts is None:
-            if attr.startswith(f"{NAME}_") and callable(getattr(obj, attr, None)):
-                if attr in HOOKS:
-                    raise _LeftOut(f"{attr} is not marked as a hook", f"decorate it with @{NAME}.plugins.hookimpl")
-                raise _LeftOut(f"{attr!r} is no agentenv hook{_meant(attr)}", "rename it")
-            continue
-        hook = opts.get("specname") or attr
-        if hook not in HOOKS:
-            raise _LeftOut(f"its hookimpl {attr!r} implements no agentenv hook{_meant(hook)}", "rename it")
-        function = getattr(obj, attr)
-        spec = getattr(manager.hook, hook).spec
-        taken = [a for a in _argnames(function) if a not in spec.argnames]
-        if taken:
-            wants = ", ".join(spec.argnames)
-            raise _LeftOut(
-                f"its {hook} takes {', '.join(map(repr, taken))}, which the hook does not pass",
-                f"write def {hook}({wants}) (any of those arguments, by name)",
-            )
-
-
-def _argnames(function: Any) -> list[str]:
-    params = [
-        p.name
-        for p in inspect.signature(function).parameters.values()
-        if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
-    ]
-    return params[1:] if params[:1] in (["self"], ["cls"]) and not inspect.ismethod(function) else params
-
-
-def _meant(name: str) -> str:
-    close = difflib.get_close_matches(name, sorted(HOOKS), 1, 0.7)
-    return f" (did you mean {close[0]!r}?)" if close else ""
-
-
-def _check_record(hook: str, record: Any, record_type: type) -> None:
-    if not isinstance(record, record_type):
-        raise _LeftOut(
-            f"its {hook} yielded {record!r}",
-            f"yield {record_type.__name__} records (from agentenv.plugins import {record_type.__name__})",
-        )
-    if isinstance(record, Integration):
-        try:
-            _ = record.requirement
-        except LookupError as exc:
-            raise _LeftOut(f"its integration {record.name!r} has no readable trainer range: {exc}", _FIX) from None
-
-
-def _version(dist: str) -> str:
-    try:
-        return md.version(dist)
-    except md.PackageNotFoundError:
-        return "?"
 
 
 _lock = threading.Lock()

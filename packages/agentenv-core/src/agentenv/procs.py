@@ -6,7 +6,9 @@ they start.
 process dies, however it dies (SIGKILL included), its **reaper** kills every process carrying its tag: one
 small process per owner (``agentenv/_reaper.py``), started with the first owned process, that holds the
 read end of a lifeline pipe and acts when the pipe closes. A torn-down env's tag is swept by the reaper as
-well, so a child that left the group (a daemon that called ``setsid``) goes too.
+well, so a child that left the group (a daemon that called ``setsid``) goes too. What a process signal cannot
+end (a container, which its engine runs, not this process) is a command the reaper runs once the owner is gone
+(``at_owner_exit``).
 
 Why a reaper rather than ``PR_SET_PDEATHSIG``: the parent-death signal fires when the *thread* that forked
 the child exits (not the process), is not inherited by the child's own children, and needs a
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -33,10 +36,13 @@ from collections import deque
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from ._pipes import ReadEnd, WriteEnd
+
 __all__ = [
     "FDS_PER_CHILD",
     "OWNERS_VAR",
     "Child",
+    "at_owner_exit",
     "kill_all",
     "own_all_children",
     "owned_environ",
@@ -53,6 +59,7 @@ _tag = uuid.uuid4().hex[:16]
 _reaper: int | None = None  # its pid
 _lifeline: int | None = None  # the write end; this process holds the only copy
 _children: weakref.WeakSet[Child] = weakref.WeakSet()
+_at_exit: list[tuple[str, ...]] = []  # told to every reaper this process starts (a new one after a restart too)
 
 
 def owner_tag() -> str:
@@ -84,6 +91,28 @@ def own_all_children() -> None:
     os.environ[OWNERS_VAR] = owned_environ()[OWNERS_VAR]  # owned_environ starts the reaper
 
 
+def at_owner_exit(argv: Sequence[str]) -> None:
+    """Have this owner's reaper run ``argv`` followed by this owner's tag, once this process is gone (however it
+    ends, SIGKILL included) and what it owned is killed: for what no signal ends, such as a container.
+
+    Registered once per process for the life of the process (again is a no-op); a forked child's reaper runs it
+    with the child's own tag. The command runs with stdin and stdout closed, at most 60 s, stderr kept.
+    """
+    entry = tuple(argv)
+    with _lock:
+        if entry in _at_exit:
+            return
+        _at_exit.append(entry)
+    _ensure_reaper()
+    _tell_reaper(entry)
+
+
+def _tell_reaper(entry: tuple[str, ...]) -> None:
+    if _lifeline is not None:
+        with contextlib.suppress(OSError):
+            os.write(_lifeline, f"at-exit {json.dumps(list(entry))}\n".encode())
+
+
 def _ensure_reaper() -> None:
     """Start this process's reaper if it is not running (Linux only: it reads /proc)."""
     global _reaper, _lifeline
@@ -109,6 +138,8 @@ def _ensure_reaper() -> None:
         finally:
             os.close(read_end)
         _lifeline = write_end
+        for entry in _at_exit:
+            _tell_reaper(entry)
 
 
 def _running(pid: int) -> bool:
@@ -141,7 +172,7 @@ def _sweep(tag: str) -> None:
 
 
 class Child:
-    """A program started by ``spawn``: its pipes as asyncio streams, its exit as a future, its stderr's tail."""
+    """A program started by ``spawn``: its stdout as a stream, its exit as a future, its stderr's tail."""
 
     def __init__(self, popen: subprocess.Popen[bytes], tag: str, loop: asyncio.AbstractEventLoop) -> None:
         self.popen = popen
@@ -151,31 +182,53 @@ class Child:
         self.exited: asyncio.Future[int] = loop.create_future()
         self.stderr_tail: deque[str] = deque(maxlen=STDERR_KEPT)
         self.stdout = asyncio.StreamReader(limit=64 * 1024 * 1024, loop=loop)
-        self._stdin: asyncio.WriteTransport | None = None
-        self._transports: list[asyncio.BaseTransport] = []
+        self._stdin: WriteEnd | None = None
+        self._ends: list[ReadEnd | WriteEnd] = []
         self._stderr_done: asyncio.Future[None] = loop.create_future()
+        self._partial = b""
 
     @property
     def returncode(self) -> int | None:
         """The exit code (negative: killed by that signal), or None while it runs."""
         return self.exited.result() if self.exited.done() else None
 
-    async def _connect(self) -> None:
-        loop = self.loop
-        popen = self.popen
-        if popen.stdin is not None:
-            transport, _ = await loop.connect_write_pipe(asyncio.Protocol, popen.stdin)
-            self._stdin = transport  # type: ignore[assignment]
-            self._transports.append(transport)
-        if popen.stdout is not None:
-            transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(self.stdout), popen.stdout)
-            self._transports.append(transport)
-        if popen.stderr is not None:
-            transport, _ = await loop.connect_read_pipe(lambda: _Lines(self), popen.stderr)
-            self._transports.append(transport)
-        else:
+    def _attach(self, stdin: int | None, stdout: int, stderr: int | None) -> None:
+        """Hand this process's ends of the pipes to their watchers; on any error, every one not handed is closed."""
+        left = [fd for fd in (stdin, stdout, stderr) if fd is not None]
+        try:
+            if stdin is not None:
+                left.remove(stdin)
+                self._stdin = WriteEnd(stdin, self.loop)
+                self._ends.append(self._stdin)
+            left.remove(stdout)
+            out = ReadEnd(stdout, self.loop, self.stdout.feed_data, self.stdout.feed_eof)
+            self.stdout.set_transport(out)  # type: ignore[arg-type]  # pauses it at the reader's limit
+            self._ends.append(out)
+            if stderr is not None:
+                left.remove(stderr)
+                self._ends.append(ReadEnd(stderr, self.loop, self._stderr_line, self._stderr_ended))
+            else:
+                self._stderr_done.set_result(None)
+            self._watch()
+        except BaseException:
+            for fd in left:
+                os.close(fd)
+            self.close_pipes()
+            raise
+
+    def _stderr_line(self, data: bytes) -> None:
+        *lines, self._partial = (self._partial + data).split(b"\n")
+        self.stderr_tail.extend(line.decode(errors="replace").rstrip() for line in lines)
+        if len(self._partial) > 65536:  # a line without end: keep its start
+            self.stderr_tail.append(self._partial[:65536].decode(errors="replace"))
+            self._partial = b""
+
+    def _stderr_ended(self) -> None:
+        if self._partial:
+            self.stderr_tail.append(self._partial.decode(errors="replace").rstrip())
+            self._partial = b""
+        if not self._stderr_done.done():
             self._stderr_done.set_result(None)
-        self._watch()
 
     def _watch(self) -> None:
         try:
@@ -189,7 +242,11 @@ class Child:
             os.close(pidfd)
             self._exit(self.popen.wait())
 
-        self.loop.add_reader(pidfd, ready)
+        try:
+            self.loop.add_reader(pidfd, ready)
+        except BaseException:
+            os.close(pidfd)
+            raise
 
     def _wait_thread(self) -> None:
         code = self.popen.wait()
@@ -219,10 +276,10 @@ class Child:
         _sweep(self.tag)
 
     def close_pipes(self) -> None:
-        """Stop reading and writing (never waits for a pipe a child still holds)."""
-        for transport in self._transports:
-            transport.close()
-        self._transports.clear()
+        """Stop reading and writing and close this process's ends (never waits for a pipe a child still holds)."""
+        for end in self._ends:
+            end.close()
+        self._ends.clear()
 
     async def end(self, grace: float = 0.0) -> int | None:
         """Wait up to ``grace`` seconds for the program to exit, then kill its group and close the pipes."""
@@ -237,27 +294,6 @@ class Child:
         return self.returncode
 
 
-class _Lines(asyncio.Protocol):
-    """Keeps the last lines of a program's stderr."""
-
-    def __init__(self, child: Child) -> None:
-        self.child = child
-        self.partial = b""
-
-    def data_received(self, data: bytes) -> None:
-        *lines, self.partial = (self.partial + data).split(b"\n")
-        self.child.stderr_tail.extend(line.decode(errors="replace").rstrip() for line in lines)
-        if len(self.partial) > 65536:  # a line without end: keep its start
-            self.child.stderr_tail.append(self.partial[:65536].decode(errors="replace"))
-            self.partial = b""
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        if self.partial:
-            self.child.stderr_tail.append(self.partial.decode(errors="replace").rstrip())
-        if not self.child._stderr_done.done():
-            self.child._stderr_done.set_result(None)
-
-
 async def spawn(
     argv: Sequence[str],
     *,
@@ -267,25 +303,48 @@ async def spawn(
     stderr_to_stdout: bool = False,
 ) -> Child:
     """Start ``argv`` owned by this process (see the module docstring): its own process group, this owner's tag
-    and one of its own in ``$AGENTENV_OWNERS``, pipes for stdin, stdout and stderr, its exit watched."""
+    and one of its own in ``$AGENTENV_OWNERS``, pipes for stdin, stdout and stderr, its exit watched.
+
+    Nothing in it awaits: a cancelled caller never leaves a descriptor half handed over (``agentenv._pipes``).
+    """
+    loop = asyncio.get_running_loop()
     tag = uuid.uuid4().hex[:16]
-    popen = subprocess.Popen(
-        list(argv),
-        cwd=cwd,
-        env=owned_environ(env, tag),
-        stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT if stderr_to_stdout else subprocess.PIPE,
-        start_new_session=True,
-    )
-    child = Child(popen, tag, asyncio.get_running_loop())
+    environ = owned_environ(env, tag)
+    made: list[int] = []  # every descriptor made here; the child's ends are closed here once it has its copies
+    try:
+        stdin_r, stdin_w = _pipe(made) if stdin else (subprocess.DEVNULL, None)
+        stdout_r, stdout_w = _pipe(made)
+        stderr_r, stderr_w = (None, subprocess.STDOUT) if stderr_to_stdout else _pipe(made)
+        popen = subprocess.Popen(
+            list(argv),
+            cwd=cwd,
+            env=environ,
+            stdin=stdin_r,
+            stdout=stdout_w,
+            stderr=stderr_w,
+            start_new_session=True,
+        )
+    except BaseException:
+        for fd in made:
+            os.close(fd)
+        raise
+    for fd in (stdin_r, stdout_w, stderr_w):
+        if fd in made:
+            os.close(fd)
+    child = Child(popen, tag, loop)
     _children.add(child)
     try:
-        await child._connect()
+        child._attach(stdin_w, stdout_r, stderr_r)
     except BaseException:
         child.kill()
         raise
     return child
+
+
+def _pipe(made: list[int]) -> tuple[int, int]:
+    read_end, write_end = os.pipe()  # close-on-exec: the child gets its end as 0, 1 or 2 only
+    made += [read_end, write_end]
+    return read_end, write_end
 
 
 def kill_all() -> int:

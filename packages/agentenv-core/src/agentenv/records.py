@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from .agents import AgentRequest, Launch
     from .env import Tool
+    from .sandbox.backend import SandboxBackend
     from .specs import AgentSpec, EnvSpec, Task
     from .wire import Purpose
 
@@ -29,6 +30,7 @@ __all__ = [
     "ObservedEpisode",
     "Problem",
     "RewardRule",
+    "Sandbox",
     "TaskSource",
     "VerifierKind",
 ]
@@ -136,6 +138,20 @@ class AgentKind:
     missing: Callable[[AgentSpec, Path], str | None] = _runs_anywhere
     dialect: str = "openai"
     mcp: bool = True
+
+
+@dataclass(frozen=True)
+class Sandbox:
+    """A sandbox backend (``agentenv serve --sandbox NAME``, ``$AGENTENV_SANDBOX``): what runs the programs the
+    policy steers (``bash`` commands, subprocess env programs, agents) apart from the host.
+
+    ``create()`` returns an ``agentenv.sandbox.SandboxBackend``; it is called once per process, when the backend
+    is first chosen. ``summary`` is one line for ``agentenv plugins``.
+    """
+
+    name: str
+    create: Callable[[], SandboxBackend]
+    summary: str = ""
 
 
 @dataclass(frozen=True)

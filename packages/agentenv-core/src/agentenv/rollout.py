@@ -12,15 +12,16 @@ from __future__ import annotations
 
 import logging
 import time
+import uuid
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol, TypeVar
 
 from .errors import AgentEnvError, EpisodeFailed, EpisodeLost, RolloutFailed
 from .logs import warn_once
 from .settings import Shared
-from .wire import EpisodeResult, Failure, Started, ToolAnswer, TurnAnswer
+from .wire import Attempt, EpisodeResult, Failure, Started, ToolAnswer, TurnAnswer
 
 __all__ = ["Rollout", "RolloutRecord"]
 
@@ -54,7 +55,7 @@ class SessionLike(Protocol):
     result: EpisodeResult | None
     env_seconds: float
 
-    async def start(self, task_id: str) -> Started: ...
+    async def start(self, task_id: str, *, attempt: Attempt | None = None) -> Started: ...
     async def call(self, tool: str, args: dict[str, Any]) -> ToolAnswer: ...
     async def end_turn(self, reply: str) -> TurnAnswer: ...
 
@@ -67,7 +68,15 @@ class Rollout:
     ``EpisodeLost`` again (the model cannot go on with a lost episode).
     """
 
-    def __init__(self, session: SessionLike, task_id: str, *, attempts: int = 1, budget: float | None = None) -> None:
+    def __init__(
+        self,
+        session: SessionLike,
+        task_id: str,
+        *,
+        attempts: int = 1,
+        budget: float | None = None,
+        step: int | None = None,
+    ) -> None:
         if int(attempts) < 1:
             raise AgentEnvError(f"attempts={attempts!r}: give 1 or more")
         self.session = session
@@ -75,6 +84,8 @@ class Rollout:
         self.attempts = int(attempts)
         self.budget = float(budget) if budget is not None else session.shared.reset_timeout
         self.record = RolloutRecord(task_id)
+        self.id = uuid.uuid4().hex  # every attempt's episode carries it, so the server's records tie them together
+        self.step = step
         self.started: Started | None = None
         self.lost: EpisodeLost | None = None
         self._began: float | None = None
@@ -90,13 +101,18 @@ class Rollout:
         self.record.attempts += 1
         self.record.result = None
         try:
-            self.started = await self.session.start(self.task_id)
+            self.started = await self.session.start(self.task_id, attempt=self._attempt())
         except EpisodeLost as exc:
             self._lose(exc)
             raise
         finally:
             self._sync_seconds()
         return self.started
+
+    def _attempt(self) -> Attempt:
+        earlier = [asdict(failure) for failure in self.record.failures]
+        client = self.session.shared.client
+        return Attempt(rollout=self.id, number=self.record.attempts, earlier=earlier, client=client, step=self.step)
 
     @property
     def result(self) -> EpisodeResult | None:

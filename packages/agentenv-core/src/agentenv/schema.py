@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["argument_errors", "check_schema"]
+__all__ = ["argument_errors", "check_schema", "unknown_keywords"]
 
 MAX_REPORTED = 5
 
@@ -116,6 +116,58 @@ def _schema_problem(schema_json: str) -> str | None:
     if kind != "object" and not (isinstance(kind, list) and kind == ["object"]):
         return f'at type: {kind!r}; a tool\'s arguments are a JSON object: write "type": "object" with properties'
     return None
+
+
+# words of a schema that are no assertion yet are JSON Schema's own (annotations, identifiers, the core)
+_ANNOTATIONS = frozenset(
+    {"$schema", "$id", "$anchor", "$dynamicAnchor", "$recursiveAnchor", "$vocabulary", "$defs", "definitions",
+     "$comment", "title", "description", "default", "examples", "deprecated", "readOnly", "writeOnly",
+     "contentMediaType", "contentEncoding", "contentSchema", "then", "else"}
+)  # fmt: skip
+_SCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
+_SCHEMA_LISTS = ("allOf", "anyOf", "oneOf", "prefixItems")
+
+
+def unknown_keywords(schema: Mapping[str, Any]) -> list[str]:
+    """Keywords of ``schema`` (a valid one) that its draft does not know, each as ``PATH: 'word'`` with a likely
+    fix: a typo such as ``propertes`` is otherwise ignored, and the arguments go unchecked."""
+    return list(_unknown_keywords(json.dumps(schema, sort_keys=True, default=str)))
+
+
+@functools.lru_cache(maxsize=1024)
+def _unknown_keywords(schema_json: str) -> tuple[str, ...]:
+    import difflib
+
+    import jsonschema
+
+    schema = json.loads(schema_json)
+    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    known = set(cls.VALIDATORS) | _ANNOTATIONS
+    draft = cls.__name__.removeprefix("Draft").removesuffix("Validator")
+    draft = {"202012": "2020-12", "201909": "2019-09"}.get(draft, draft)
+    found: list[str] = []
+
+    def walk(node: Any, path: list[Any]) -> None:
+        if not isinstance(node, dict):
+            return
+        for key, value in node.items():
+            if key not in known:
+                near = difflib.get_close_matches(key, known, n=1)
+                hint = f"; did you mean {near[0]!r}?" if near else ""
+                found.append(
+                    f"at {_where(path)[2:] or '(top)'}: {key!r} is not a keyword of JSON Schema draft {draft}{hint}"
+                )
+            elif key in _SCHEMA_MAPS and isinstance(value, dict):
+                for name, sub in value.items():
+                    walk(sub, [*path, key, name])
+            elif key in _SCHEMA_LISTS and isinstance(value, list):
+                for i, sub in enumerate(value):
+                    walk(sub, [*path, key, i])
+            elif isinstance(value, dict):  # items, not, if/then/else, additionalProperties, contains...
+                walk(value, [*path, key])
+
+    walk(schema, [])
+    return tuple(found)
 
 
 def _schema_fix(path: list[Any], value: Any) -> str:

@@ -19,112 +19,26 @@ from typing import Any
 from . import wire
 from .errors import (
     AgentEnvError,
-    AtCapacity,
     EpisodeFailed,
     EpisodeLost,
     ProtocolError,
-    ProtocolMismatch,
-    ServerUnavailable,
     ToolDeadline,
-    Unauthorized,
-    UnknownSplit,
-    UnknownTask,
 )
 from .faults import RULES
 from .logs import warn_once
+from .lost import from_transport, lost_error, mismatch, not_run, refused
 from .rollout import Rollout
 from .settings import Shared
-from .transport import Closed, ErrorFrame, Overloaded, Refused, Transport, TransportError, Unreachable
+from .transport import NOT_JSON, Closed, ErrorFrame, Transport, TransportError
 from .wire import Code, EpisodeResult, Event, Failure, Op, Purpose, Started, Tool, ToolAnswer, TurnAnswer
 
-__all__ = ["Session", "Shared", "Started", "ToolAnswer", "TurnAnswer", "lost_error", "mismatch", "unauthorized"]
+__all__ = ["Session", "Shared", "Started", "ToolAnswer", "TurnAnswer"]
 
 log = logging.getLogger("agentenv.session")
 
 EPISODE_OVER = "the episode is over"
 # failure kinds a session with waits_for_server waits out at the start of an episode (the fault table's ``wait``)
 _WAITED = frozenset(r.kind for r in RULES if r.wait)
-
-
-# ---------------------------------------------------------------------------------------------
-# What went wrong, as typed errors with the fix
-# ---------------------------------------------------------------------------------------------
-
-
-def lost_error(kind: str, stage: str, message: str, cls: type[EpisodeLost] = ServerUnavailable) -> EpisodeLost:
-    """An ``EpisodeLost`` of ``cls`` for failure ``kind`` (a row of the fault table)."""
-    return cls(message, failure=Failure(kind, stage, message))
-
-
-def unauthorized(shared: Shared) -> Unauthorized:
-    """The error for a refused token, naming the variable to set."""
-    via = f" from ${shared.token_var}" if shared.token_var else ""
-    fix = (
-        f"set ${shared.token_var} to the token the server was started with"
-        if shared.token_var
-        else "pass token_var= (or --token-var) naming the variable that holds the server's token"
-    )
-    return Unauthorized(f"{shared.url} refused the bearer token{via}: {fix}")
-
-
-def mismatch(shared: Shared, server: int) -> ProtocolMismatch:
-    """The error for a server of another protocol version, naming the package to upgrade."""
-    if server < wire.PROTOCOL:
-        fix = "upgrade agentenv-server where the server runs (pip install -U agentenv-server)"
-    else:
-        fix = "upgrade agentenv-core here (pip install -U agentenv-core, with the integration you use)"
-    return ProtocolMismatch(
-        f"{shared.url} speaks agentenv protocol {server}, this client speaks {wire.PROTOCOL}: {fix}",
-        server=server,
-        client=wire.PROTOCOL,
-    )
-
-
-def _from_transport(exc: TransportError, shared: Shared, stage: str) -> AgentEnvError:
-    url = shared.url
-    if isinstance(exc, Refused):
-        if exc.status == 401:
-            return unauthorized(shared)
-        return lost_error("unreachable", stage, f"{url} refused the session with HTTP {exc.status}: {exc.body[:200]}")
-    if isinstance(exc, Overloaded):
-        return lost_error("out_of_resources", stage, f"{url}: {exc}", AtCapacity)
-    if isinstance(exc, Unreachable):
-        hint = "" if shared.waits_for_server else "; waits_for_server=True waits for it within reset_timeout"
-        return lost_error(
-            "unreachable",
-            stage,
-            f"no agentenv server answered at {url} ({exc}). Start one (agentenv serve BUNDLE --port PORT) or fix "
-            f"the URL{hint}",
-        )
-    if isinstance(exc, Closed):
-        if exc.code == 1012:
-            return lost_error("restarting", stage, f"{url} is restarting (it closed the session with code 1012); the "
-                              "episode was lost. Retry, or use waits_for_server=True to wait for it")  # fmt: skip
-        if exc.reason == "idle" or exc.code == 1001:
-            return lost_error("idle", stage, f"{url} closed the session: it was idle longer than the server's "
-                              "idle_timeout; the episode was lost")  # fmt: skip
-        return lost_error("connection_lost", stage, f"{url} closed the session (code {exc.code}); the episode was lost")
-    assert isinstance(exc, ErrorFrame)
-    if exc.code == Code.CAPACITY:
-        return lost_error("capacity", stage, f"{url}: {exc.message}", AtCapacity)
-    if exc.code == Code.OUT_OF_RESOURCES:
-        return lost_error("out_of_resources", stage, f"{url}: {exc.message}", AtCapacity)
-    if exc.code == Code.IDLE:
-        return lost_error("idle", stage, f"{url} closed the session: {exc.message}")
-    if exc.code == Code.RESTARTING:
-        return lost_error("restarting", stage, f"{url} is restarting: {exc.message}; the episode was lost")
-    return lost_error("protocol", stage, f"{url} refused a request: {exc.message} (code {exc.code})", ProtocolError)
-
-
-def _refused(problem: wire.Problem, shared: Shared) -> AgentEnvError:
-    text = f"{shared.url}: {problem.message}"
-    if problem.code == Code.UNKNOWN_SPLIT:
-        return UnknownSplit(text)
-    if problem.code == Code.UNKNOWN_TASK:
-        return UnknownTask(text)
-    if problem.code == Code.BAD_RESET:
-        return AgentEnvError(text)
-    return lost_error("protocol", "session", f"{text} (code {problem.code})", ProtocolError)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -150,10 +64,13 @@ class Session:
         self.episodes = 0
         self._limit = 0  # the largest step the server takes (it says so when an episode starts)
 
-    def rollout(self, task_id: str, *, attempts: int = 1, budget: float | None = None) -> Rollout:
+    def rollout(
+        self, task_id: str, *, attempts: int = 1, budget: float | None = None, step: int | None = None
+    ) -> Rollout:
         """A ``Rollout`` of ``task_id`` on this session: up to ``attempts`` episodes, no replay starting
-        once ``budget`` seconds (default: ``reset_timeout``) have passed since it began."""
-        return Rollout(self, task_id, attempts=attempts, budget=budget)
+        once ``budget`` seconds (default: ``reset_timeout``) have passed since it began; ``step`` is the trainer's
+        step, for the server's records."""
+        return Rollout(self, task_id, attempts=attempts, budget=budget, step=step)
 
     # -- the connection --------------------------------------------------------------------------
 
@@ -167,7 +84,7 @@ class Session:
             self._transport = Transport(
                 self.shared.ws_url,
                 headers=self.shared.headers(),
-                open_timeout=min(30.0, self.shared.reset_timeout),
+                open_timeout=self.shared.reset_timeout,
                 use_proxy=not self.shared.loopback,
             )
         return self._transport
@@ -192,13 +109,13 @@ class Session:
                              "the episode is lost (not the policy's doing: leave it out of training)",
                              ToolDeadline) from None  # fmt: skip
         except ErrorFrame as exc:
-            if exc.code == Code.TOO_LARGE and transport.is_open:
+            if exc.code in (Code.TOO_LARGE, NOT_JSON) and transport.is_open:
                 raise  # the policy's doing; the caller answers it and the session goes on
             self._drop()
-            raise _from_transport(exc, self.shared, stage) from None
+            raise from_transport(exc, self.shared, stage) from None
         except TransportError as exc:
             self._drop()
-            raise _from_transport(exc, self.shared, stage) from None
+            raise from_transport(exc, self.shared, stage) from None
         finally:
             self.env_seconds += time.monotonic() - began
         observation = answer.get("observation")
@@ -217,15 +134,17 @@ class Session:
         split: str | None = None,
         index: int | None = None,
         purpose: Purpose = "play",
+        attempt: wire.Attempt | None = None,
     ) -> Started:
-        """Start a task by id, or by split and index; returns before the deploy ends.
+        """Start a task by id, or by split and index; returns before the deploy ends. ``attempt`` says which attempt
+        of which rollout it is (``Rollout`` gives it; the server records it).
 
         A previous episode on this session is ended first. With ``waits_for_server``, a server that
         refuses connections, restarts or is at capacity is waited out within ``reset_timeout``.
         """
         if task_id is None and (split is None or index is None):
             raise AgentEnvError("start() needs task_id, or split and index")
-        reset = wire.Reset(task_id=task_id, split=split, index=index, purpose=purpose)
+        reset = wire.Reset(task_id=task_id, split=split, index=index, purpose=purpose, attempt=attempt)
         data = reset.model_dump(exclude_none=True)
         began = time.monotonic()
         deadline = began + self.shared.reset_timeout
@@ -237,6 +156,7 @@ class Session:
             reused = self._transport is not None
             try:
                 left = max(0.0, deadline - time.monotonic())
+                self._connection().open_timeout = max(left, 1.0)  # a handshake may take what is left of reset_timeout
                 obs = await self._request("reset", data, left + self.shared.margin, "a reset", "session")
                 break
             except EpisodeLost as exc:
@@ -263,7 +183,7 @@ class Session:
                 self.env_seconds += time.monotonic() - slept  # waiting for the server is env time
                 delay = min(delay * 2, 2.0)
         if obs.event == Event.ERROR and obs.problem is not None:
-            raise _refused(obs.problem, self.shared)
+            raise refused(obs.problem, self.shared)
         if obs.protocol != wire.PROTOCOL:
             self._drop()
             raise mismatch(self.shared, obs.protocol)
@@ -303,20 +223,21 @@ class Session:
             result=result,
         )
 
-    async def _step(self, action: wire.Action, seconds: float, what: str) -> wire.Observation | None:
-        """One step; None when the server dropped it as too large (the policy's doing)."""
+    async def _step(self, action: wire.Action, seconds: float, what: str) -> wire.Observation | ErrorFrame:
+        """One step; the ``ErrorFrame`` when it was not sent or the server dropped it (too large, or holding a number
+        JSON cannot carry: the policy's doing)."""
         if self.started is None:
             raise AgentEnvError(f"{what} before start(): start a task first")
         closed = self._transport.closed() if self._transport is not None else Closed(1006, "")
         if closed is not None:  # the server ended the session since the last step (a restart, the idle reaper)
             self._drop()
-            raise _from_transport(closed, self.shared, "session")
+            raise from_transport(closed, self.shared, "session")
         try:
             obs = await self._request("step", action.model_dump(), seconds + self.shared.margin, what, "session")
-        except ErrorFrame:
-            return None  # MESSAGE_TOO_LARGE: the frame was dropped and the session goes on
+        except ErrorFrame as dropped:
+            return dropped  # MESSAGE_TOO_LARGE or NOT_STANDARD_JSON: the frame was dropped and the session goes on
         if obs.event == Event.ERROR and obs.problem is not None:
-            raise _refused(obs.problem, self.shared)
+            raise refused(obs.problem, self.shared)
         return obs
 
     def _tool_deadline(self) -> float:
@@ -332,9 +253,8 @@ class Session:
             return ToolAnswer(f"error: {EPISODE_OVER}; {tool} was not called", error=True)
         action = wire.Action(op=Op.CALL, tool=tool, args=args)
         obs = await self._step(action, self._tool_deadline(), f"tool {tool!r}")
-        if obs is None:
-            return ToolAnswer(f"error: the call to {tool!r} is larger than the server accepts; it was not run. "
-                              "Send smaller arguments", error=True)  # fmt: skip
+        if isinstance(obs, ErrorFrame):
+            return ToolAnswer(not_run(tool, obs), error=True)
         result = self._take(obs)
         if result is not None:
             if result.outcome == "failed":
@@ -356,11 +276,11 @@ class Session:
             return TurnAnswer(prompt=None, result=self.result)
         seconds = self.shared.reset_timeout + (0.0 if self.deployed else self.shared.reset_timeout)
         obs = await self._step(wire.Action(op=Op.END_TURN, reply=reply), seconds, "end_turn")
-        if obs is None:
+        if isinstance(obs, ErrorFrame):
             warn_once(log, f"too-large:{self.shared.url}", "a reply was larger than %s accepts; its turn was ended "
                       "with an empty reply (scored)", self.shared.url)  # fmt: skip
             obs = await self._step(wire.Action(op=Op.END_TURN, reply=""), seconds, "end_turn")
-            if obs is None:
+            if isinstance(obs, ErrorFrame):
                 raise lost_error("protocol", "session", f"{self.shared.url} refused an empty end_turn as too large",
                                  ProtocolError)  # fmt: skip
         result = self._take(obs)
@@ -374,7 +294,7 @@ class Session:
         """End the episode now (torn down at once); unscored when turns were left."""
         if self.result is None:
             obs = await self._step(wire.Action(op=Op.FINISH), self.shared.reset_timeout, "finish")
-            if obs is None or self._take(obs) is None:
+            if isinstance(obs, ErrorFrame) or self._take(obs) is None:
                 raise lost_error("protocol", "session", f"{self.shared.url} did not return a result for finish",
                                  ProtocolError)  # fmt: skip
         assert self.result is not None

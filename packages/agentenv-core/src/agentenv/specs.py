@@ -7,8 +7,7 @@ task sources and the session layer can use them without loading the plugin syste
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+import re
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -16,25 +15,41 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 __all__ = [
     "BASH_TOOL",
     "BUNDLE_FILE",
+    "NAME_RULE",
     "POLICY",
     "AgentSpec",
     "BundleFile",
     "DeployStep",
     "EndpointSpec",
     "EnvSpec",
-    "RawTask",
+    "QASpec",
     "RewardSpec",
+    "SandboxSpec",
     "SolutionCall",
     "SolutionTurn",
     "Task",
     "Toolset",
     "Turn",
     "VerifierSpec",
+    "check_name",
 ]
 
 BUNDLE_FILE = "bundle.yaml"
 BASH_TOOL = "bash"
 POLICY = "policy"  # a deploy step's endpoint: the model being trained (only a solver may call it)
+
+# Task ids and split names name folders and files (an episode's scratch folder, OUT/<split>.parquet) and are
+# printed to terminals: a '/', '..', a newline or an escape sequence in one must never get that far.
+NAME_RULE = "ASCII letters, digits, '.', '_' and '-', at most 128 of them, starting with a letter or a digit"
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+
+
+def check_name(value: str, what: str, fix: str) -> str:
+    """``value`` when it follows ``NAME_RULE``; else a ``ValueError`` naming ``what`` it is and the ``fix``."""
+    if _NAME.fullmatch(value):
+        return value
+    shown = repr(value) if len(value) <= 60 else f"{value[:40]!r}... ({len(value):,} characters)"
+    raise ValueError(f"{what} {shown} is not a name: use {NAME_RULE} (it names folders and files); {fix}")
 
 
 class _Model(BaseModel):
@@ -42,6 +57,42 @@ class _Model(BaseModel):
     # both write `answer: 42`, and refusing it would help nobody. A field's docstring is its description
     # (the bundle file reference on the docs site is generated from them).
     model_config = ConfigDict(extra="forbid", frozen=True, coerce_numbers_to_str=True, use_attribute_docstrings=True)
+
+
+class SandboxSpec(_Model):
+    """What a program the policy steers may reach and use (``sandbox:`` of a ``bash`` or subprocess env, or an
+    agent); see "What the policy can reach" (docs/sandbox.md). A limit of ``null`` is no limit."""
+
+    files: list[str] = Field(default_factory=list)
+    """Bundle files and folders it may read (``[env.py, data/]``, relative to the bundle folder); it sees nothing
+    else of the bundle (never its tasks or verifiers). A subprocess env also reads the files its command names."""
+    write: list[str] = Field(default_factory=list)
+    """Host files and folders a subprocess env or an agent may write, opened on purpose (absolute, or relative to
+    the bundle folder; ``$NAME`` at the start is the value of a variable its ``pass_env`` names). A file that does
+    not exist yet is made empty at start."""
+    network: Literal["none", "host"] = "none"
+    """``none``: only its own loopback; ``host``: the host's network, opened on purpose (it then reaches every
+    loopback service of the host too)."""
+    memory_mb: int | None = Field(default=2048, gt=0)
+    """Memory of everything in its sandbox together, in MiB."""
+    pids: int | None = Field(default=256, gt=0)
+    """Processes and threads in its sandbox together (a fork bomb stops there)."""
+    cpu_seconds: int | None = Field(default=600, gt=0)
+    """CPU time of each process, in seconds."""
+    file_mb: int | None = Field(default=1024, gt=0)
+    """The largest file it may write, in MiB."""
+    disk_mb: int | None = Field(default=2048, gt=0)
+    """What each of its private folders (workdir, HOME, ``/tmp``) may hold, in MiB."""
+    call_seconds: float | None = Field(default=30.0, gt=0)
+    """``bash`` envs: the wall time of one command (keep it under the server's ``--tool-timeout``)."""
+    output_chars: int = Field(default=16_000, gt=0)
+    """``bash`` envs: the characters of a command's output its answer keeps."""
+
+    def limits(self) -> Any:
+        """These limits as an ``agentenv.sandbox.Limits``."""
+        from .sandbox.backend import Limits
+
+        return Limits(**self.model_dump(exclude={"files", "write", "network"}))
 
 
 class EnvSpec(BaseModel):
@@ -66,6 +117,14 @@ class EnvSpec(BaseModel):
     roles: dict[str, list[str]] | None = None
     """Which tools each role gets (``assistant: [search, read_email]``); without it, every role gets every
     tool. A task's toolset picks a role."""
+    pass_env: list[str] = Field(default_factory=list)
+    """Variables of the server's environment its program gets (``pass_env: [DB_URL]``); a program starts
+    from ``PATH``, ``LANG`` and its own ``HOME`` and ``TMPDIR`` only. Never an endpoint's ``key_var`` or the
+    server's token variable. Not for ``python`` envs, which run in the server process."""
+    sandbox: SandboxSpec = Field(default_factory=SandboxSpec)
+    """``bash`` and ``subprocess`` envs: the files it may read, its network and its limits."""
+
+    _check_names = field_validator("pass_env")(lambda cls, value: _variable_names(value))
 
     @property
     def options(self) -> dict[str, Any]:
@@ -73,8 +132,9 @@ class EnvSpec(BaseModel):
         return dict(self.model_extra or {})
 
     def canonical(self) -> dict[str, Any]:
-        """A JSON-ready form, stable across processes (part of toolset keys)."""
-        return json.loads(json.dumps(self.model_dump(mode="json"), sort_keys=True))
+        """A JSON-ready form, stable across processes (part of toolset keys: only what chooses tools)."""
+        data = self.model_dump(mode="json", exclude={"pass_env", "sandbox"})
+        return json.loads(json.dumps(data, sort_keys=True))
 
 
 class AgentSpec(BaseModel):
@@ -91,11 +151,30 @@ class AgentSpec(BaseModel):
     kind: str = "process"
     """How the agent runs: ``process`` (any program: ``command``, ``resume``, ``reply``, ``env``, ``dialect``),
     or a plugin's kind (agentenv-harness: ``claude-code``, ``codex``, ``opencode``, ``mini-swe-agent``)."""
+    pass_env: list[str] = Field(default_factory=list)
+    """Variables of the trainer's (or ``agentenv run``'s) environment the agent gets (``pass_env: [HTTPS_PROXY]``);
+    it starts from ``PATH``, ``LANG``, its own ``HOME`` and ``TMPDIR`` and what its kind sets only. Never an
+    endpoint's ``key_var`` or the server's token variable."""
+    sandbox: SandboxSpec = Field(default_factory=SandboxSpec)
+    """The files of the bundle it may read, its network (its model endpoint and MCP server are reachable with
+    ``none``) and its limits."""
+
+    _check_names = field_validator("pass_env")(lambda cls, value: _variable_names(value))
 
     @property
     def options(self) -> dict[str, Any]:
         """The kind-specific fields."""
         return dict(self.model_extra or {})
+
+
+_VARIABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _variable_names(names: list[str]) -> list[str]:
+    for name in names:
+        if not _VARIABLE.fullmatch(name):
+            raise ValueError(f"{name!r} is not an environment variable's name; write names such as DB_URL")
+    return names
 
 
 class EndpointSpec(_Model):
@@ -217,13 +296,26 @@ class SolutionTurn(_Model):
     """The reply that ends the turn."""
 
 
+class QASpec(_Model):
+    """What the QA gate (``agentenv check --qa``) needs to know of a task beyond its reference solution."""
+
+    stubs: list[str] = Field(default_factory=list)
+    """Replies that do no work and must score at the floor (0), beside the gate's own (an empty reply, a reply
+    with no tool call, the prompt said back, a regex verifier's pattern): say what a lazy policy would try."""
+    tolerance: float = Field(default=0.0, ge=0.0, le=1.0)
+    """How far two plays of the reference may score apart, step by step (a judged task's judge samples); also
+    the most a stub may score. 0 unless declared: a deterministic verifier scores the same every time."""
+
+
 class Task(_Model):
     """A task: id, split, system prompt, turns, toolset, reward rule, and a reference solution."""
 
     id: str
-    """The task's id, unique in the bundle (``q-001``)."""
+    """The task's id, unique in the bundle (``q-001``): ASCII letters, digits, ``.``, ``_`` and ``-``, at most 128,
+    starting with a letter or a digit (ids name scratch folders)."""
     split: str
-    """The split it belongs to (``train``, ``eval``...); one of bundle.yaml's ``splits`` when it lists them."""
+    """The split it belongs to (``train``, ``eval``...); one of bundle.yaml's ``splits`` when it lists them. A name
+    as ids are (splits name files: ``OUT/train.parquet``)."""
     system: str = ""
     """The system prompt."""
     toolset: Toolset = Field(default_factory=Toolset)
@@ -237,6 +329,9 @@ class Task(_Model):
     deploy: list[DeployStep] = Field(default_factory=list)
     """The agents the task deploys (harness rollouts and ``agentenv run``): its solver, a user simulator, the
     endpoint of its judge."""
+    qa: QASpec = Field(default_factory=QASpec)
+    """What the QA gate needs beyond the solution: replies that must score 0 (``stubs``), and how far a judged
+    task's scores may vary (``tolerance``)."""
     metadata: dict[str, Any] = Field(default_factory=dict)
     """Anything else to keep with the task (difficulty, source); agentenv does not read it."""
 
@@ -244,6 +339,17 @@ class Task(_Model):
     @classmethod
     def _reward_by_name(cls, value: Any) -> Any:
         return {"rule": value} if isinstance(value, str) else value
+
+    @field_validator("id")
+    @classmethod
+    def _id_is_a_name(cls, value: str) -> str:
+        fix = "rename it (in a dataset template, build it from columns that are names: id: 'gsm-{_row}')"
+        return check_name(value, "task id", fix)
+
+    @field_validator("split")
+    @classmethod
+    def _split_is_a_name(cls, value: str) -> str:
+        return check_name(value, "split", "rename it (train, eval, test)")
 
     def deployed(self, role: str) -> DeployStep | None:
         """The task's deploy step of ``role`` (solver, user or judge), or None."""
@@ -277,20 +383,3 @@ class BundleFile(_Model):
     """Task fields every task gets unless it sets them (``system``, ``toolset``, ``reward``...)."""
     splits: list[str] | None = None
     """The bundle's splits; when given, a task in any other split is refused (a typo caught at load)."""
-
-
-@dataclass(frozen=True)
-class RawTask:
-    """A task as a task source read it: its data, and where to point when it is refused.
-
-    ``file`` is the file to name (relative to the bundle); ``lines`` maps a field's path in ``data``
-    (``("turns", 0, "prompt")``) to its line in that file, ``()`` to the task's first line. A task read
-    from a row of a dataset file gives its ``row`` (counted from 0) and, in ``columns``, the column
-    each field came from, so a refusal names the row and the column.
-    """
-
-    data: Any
-    file: str
-    lines: Mapping[tuple[str | int, ...], int] = field(default_factory=dict)
-    row: int | None = None
-    columns: Mapping[tuple[str | int, ...], str] = field(default_factory=dict)

@@ -105,9 +105,11 @@ class SyncSession:
         """See ``Session.finish``."""
         return run_sync(self.session.finish())
 
-    def rollout(self, task_id: str, *, attempts: int = 1, budget: float | None = None) -> SyncRollout:
+    def rollout(
+        self, task_id: str, *, attempts: int = 1, budget: float | None = None, step: int | None = None
+    ) -> SyncRollout:
         """See ``Session.rollout``."""
-        return SyncRollout(self.session.rollout(task_id, attempts=attempts, budget=budget))
+        return SyncRollout(self.session.rollout(task_id, attempts=attempts, budget=budget, step=step))
 
     def close(self) -> None:
         """See ``Session.close``."""

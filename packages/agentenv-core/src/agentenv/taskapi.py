@@ -17,7 +17,8 @@ from typing import Any
 from . import wire
 from .errors import ProtocolError, UnknownSplit
 from .logs import warn_once
-from .session import Session, lost_error, mismatch, unauthorized
+from .lost import lost_error, mismatch, unauthorized
+from .session import Session
 from .settings import Shared
 from .sync import run_sync
 from .wire import ServerInfo, TaskRow, Tool
@@ -41,6 +42,7 @@ class _Client:
             headers=shared.headers(),
             timeout=min(shared.reset_timeout, 60.0),
             trust_env=not shared.loopback,
+            verify=shared.ssl_context(),  # the WebSocket's trust store, whatever trust_env says
         )
 
     def __enter__(self) -> _Client:

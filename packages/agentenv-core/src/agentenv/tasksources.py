@@ -10,15 +10,33 @@ from __future__ import annotations
 
 import glob
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ._yaml import FileLines, SyntaxProblem, load_yaml
 from .errors import BundleProblem
-from .specs import BUNDLE_FILE, RawTask
+from .specs import BUNDLE_FILE
 
-__all__ = ["dotted", "read_yaml_tasks", "row_field", "undotted"]
+__all__ = ["RawTask", "dotted", "read_yaml_tasks", "row_field", "undotted"]
+
+
+@dataclass(frozen=True)
+class RawTask:
+    """A task as a task source read it: its data, and where to point when it is refused.
+
+    ``file`` is the file to name (relative to the bundle); ``lines`` maps a field's path in ``data``
+    (``("turns", 0, "prompt")``) to its line in that file, ``()`` to the task's first line. A task read
+    from a row of a dataset file gives its ``row`` (counted from 0) and, in ``columns``, the column
+    each field came from, so a refusal names the row and the column.
+    """
+
+    data: Any
+    file: str
+    lines: Mapping[tuple[str | int, ...], int] = field(default_factory=dict)
+    row: int | None = None
+    columns: Mapping[tuple[str | int, ...], str] = field(default_factory=dict)
 
 
 def read_yaml_tasks(config: Any, bundle_dir: Path) -> Iterator[RawTask | BundleProblem]:

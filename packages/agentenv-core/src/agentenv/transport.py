@@ -19,6 +19,7 @@ from typing import Any
 __all__ = ["Closed", "ErrorFrame", "Overloaded", "Refused", "Transport", "TransportError", "Unreachable"]
 
 TOO_LARGE = "MESSAGE_TOO_LARGE"  # agentenv.wire.Code.TOO_LARGE (this module knows nothing of agentenv's frames)
+NOT_JSON = "NOT_STANDARD_JSON"  # a frame holding NaN, Infinity or an integer Python will not write: not sent
 MAX_FRAME = 64 * 1024 * 1024  # answers (tool output, a task's tools) may be large; the server bounds requests
 
 
@@ -31,11 +32,13 @@ class Unreachable(TransportError):
 
 
 class Overloaded(Unreachable):
-    """The server accepted the TCP connection but did not finish the handshake in time (it is overloaded or out
-    of file descriptors), or this process could not open a socket (``local``: out of file descriptors)."""
+    """The server accepted the TCP connection but did not answer the handshake in time (``timed_out``: it is busy,
+    or on asyncio's loop out of file descriptors) or closed it unanswered (out of file descriptors on uvloop), or
+    this process could not open a socket (``local``: out of file descriptors)."""
 
-    def __init__(self, message: str, *, local: bool = False) -> None:
+    def __init__(self, message: str, *, local: bool = False, timed_out: bool = False) -> None:
         self.local = local
+        self.timed_out = timed_out
         super().__init__(message)
 
 
@@ -127,9 +130,7 @@ class Transport:
                 raise Overloaded(f"this process could not open a socket ({why}); raise its limit (ulimit -n) or "
                                  "run fewer sessions in it", local=True) from None  # fmt: skip
             if isinstance(exc, TimeoutError) and await _listening(self.url):
-                raise Overloaded(f"the server accepted the connection but did not answer the WebSocket handshake "
-                                 f"within {self.open_timeout:g} s: it is overloaded or out of file "
-                                 "descriptors") from None  # fmt: skip
+                raise Overloaded(_unanswered(self.open_timeout), timed_out=True) from None
             reset = isinstance(exc, ConnectionResetError | BrokenPipeError)
             if reset or isinstance(exc, InvalidMessage):  # connected, then closed (or not HTTP) before answering
                 raise Overloaded(f"the server accepted the connection but closed it before answering the WebSocket "
@@ -144,12 +145,17 @@ class Transport:
         ``Closed`` when the connection ends first. Callers bound the wait (``asyncio.timeout``) and drop
         the transport when it expires: a late answer would be read as the next request's. A frame over
         ``limit`` bytes (when given) is not sent: ``ErrorFrame`` with code ``MESSAGE_TOO_LARGE``, as the
-        server would answer it, and the connection stays as it was.
+        server would answer it, and the connection stays as it was; so is a frame holding a number standard JSON
+        cannot carry (``NaN``, ``Infinity``, an integer of more than 4,300 digits): ``ErrorFrame`` with code
+        ``NOT_STANDARD_JSON``.
         """
         from websockets.exceptions import ConnectionClosed
 
         frame = {"type": kind} if data is None else {"type": kind, "data": dict(data)}
-        text = json.dumps(frame)
+        try:
+            text = json.dumps(frame, allow_nan=False)
+        except ValueError as exc:  # NaN or Infinity (allow_nan), or an int past sys.get_int_max_str_digits()
+            raise ErrorFrame(NOT_JSON, f"it holds a number standard JSON cannot carry ({exc}); not sent", {}) from None
         if limit and len(text) > limit // 4 and len(text.encode()) > limit:
             raise ErrorFrame(TOO_LARGE, f"a frame of {len(text.encode())} bytes is over the server's limit of {limit} "
                              "bytes; it was not sent", {})  # fmt: skip
@@ -217,6 +223,14 @@ class Transport:
         transport = getattr(ws, "transport", None)
         if transport is not None:
             transport.abort()  # the server sees the connection end and frees the session's slot at once
+
+
+def _unanswered(seconds: float) -> str:
+    return (
+        f"the server accepted the connection but did not answer the WebSocket handshake within {seconds:g} s: it is "
+        "too busy to answer (its event loop is behind), or, on asyncio's loop, out of file descriptors (its log says "
+        "which); a longer reset_timeout waits longer"
+    )
 
 
 async def _listening(url: str) -> bool:

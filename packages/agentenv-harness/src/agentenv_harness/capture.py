@@ -39,13 +39,23 @@ def require_tokens(llm_url: str, model: str, *, timeout: float = 120.0) -> None:
     try:
         require_llm(llm_url, model, timeout=timeout, require_tokens=True)
     except RuntimeError as exc:
-        finding = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        finding = _finding(exc)
         raise AgentEnvError(
             f"the engine at {llm_url} ({model}) cannot be trained on through the capture proxy: {finding}. "
             f"Serve the model with vLLM >= 0.10.2 and {VLLM_FLAGS} (vllm serve MODEL {VLLM_FLAGS}; with LoRA "
             "add --enable-lora --max-lora-rank R and VLLM_ALLOW_RUNTIME_LORA_UPDATING=1), or with SGLang built "
             "from main; check_llm=False skips this check (the rollouts are then not trainable)"
         ) from None
+
+
+def _finding(exc: Exception) -> str:
+    """OpenEnv's summary (its first paragraph, before the engine hint we replace) on one line: its heading, then
+    each finding (``engine NOT reachable: HTTP 404 from /v1/chat/completions ...``), never the heading alone."""
+    summary = str(exc).strip().split("\n\n", 1)[0]
+    lines = [line.strip() for line in summary.splitlines() if line.strip()]
+    if not lines:
+        return type(exc).__name__
+    return lines[0] + (" " + "; ".join(lines[1:]) if len(lines) > 1 else "")
 
 
 async def policy_model(http: httpx.AsyncClient, llm_url: str, model: str, lora_name: str | None) -> str:

@@ -21,7 +21,7 @@ __all__ = ["configure_run", "run_run"]
 
 
 def configure_run(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("bundle", help="the bundle's folder")
+    parser.add_argument("bundle", help="the bundle's folder, or an installed bundle's name (agentenv bundles)")
     parser.add_argument("task_id", help="the task to play")
     parser.add_argument("--llm-url", required=True, help="the solver's endpoint (OpenAI-compatible base URL)")
     parser.add_argument("--model", required=True, help="the model the solver asks for")
@@ -33,6 +33,9 @@ def configure_run(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tool-timeout", type=float, default=60.0, help="seconds a tool call may take")
     parser.add_argument("--deploy-timeout", type=float, default=300.0, help="seconds the deploy may take")
     parser.add_argument("--keep", action="store_true", help="keep the agents' folders (printed) for a look")
+    parser.add_argument(
+        "--record", metavar="DIR", help="write the episode's record to DIR (agentenv view DIR shows it)"
+    )
 
 
 def run_run(args: argparse.Namespace) -> int:
@@ -50,12 +53,38 @@ def run_run(args: argparse.Namespace) -> int:
         key = os.environ.get(args.key_var)
         if not key:
             raise AgentEnvError(f"--key-var {args.key_var}: ${args.key_var} is not set; export it")
-    report, captured = asyncio.run(_run(bundle, task, args, key))
+    _require_solver(bundle, task, args.agent)
+    recorder = None
+    if args.record:
+        from agentenv.record import Recorder
+
+        recorder = Recorder(args.record)
+    try:
+        report, captured = asyncio.run(_run(bundle, task, args, key, recorder))
+    finally:
+        if recorder is not None:
+            recorder.close()
     _print(report, captured, args)
     return 0 if report.result.outcome == "scored" else 1
 
 
-async def _run(bundle: Any, task: Any, args: argparse.Namespace, key: str | None) -> tuple[Any, Any]:
+def _require_solver(bundle: Any, task: Any, agent: str | None) -> None:
+    """Refuse, before any deploy, a solver whose program is not installed, saying how to install it."""
+    from .tasks import solver_for
+
+    spec = solver_for(bundle, agent)
+    step = task.deployed("solver")
+    if spec is None and step is not None and step.agent in bundle.agents:
+        spec = bundle.agents[step.agent]
+    kind = (bundle.plugin_set.agent_kinds() if bundle.plugin_set else {}).get(spec.kind) if spec else None
+    missing = kind.missing(spec, bundle.path) if kind is not None else None
+    if missing:
+        raise AgentEnvError(f"{missing}; then run again (agentenv plugins shows which agent kinds run here)")
+
+
+async def _run(
+    bundle: Any, task: Any, args: argparse.Namespace, key: str | None, recorder: Any = None
+) -> tuple[Any, Any]:
     import httpx
     from agentenv.agents import Endpoint
 
@@ -67,7 +96,7 @@ async def _run(bundle: Any, task: Any, args: argparse.Namespace, key: str | None
     solver = solver_for(bundle, args.agent)
     kinds = bundle.plugin_set.agent_kinds() if bundle.plugin_set else {}
     episode = LocalEpisode(bundle, task, tool_timeout=args.tool_timeout, deploy_timeout=args.deploy_timeout,
-                           episode_id=uuid.uuid4().hex)  # fmt: skip
+                           episode_id=uuid.uuid4().hex, recorder=recorder)  # fmt: skip
     if not args.capture:
         policy = Endpoint(args.llm_url, args.model, key)
         play = Play(bundle, task, episode, policy=policy, kinds=kinds, solver=solver, deadline=args.deadline,
@@ -117,4 +146,6 @@ def _print(report: Any, captured: Any, args: argparse.Namespace) -> None:
         else:
             trained = sum(sum(t.loss_mask) for t in captured.turns)
             print(f"capture: {len(captured.turns)} model call(s), {trained} trainable tokens")
+    if report.kept is not None:  # --keep: where to look (each agent's work, home and logs/NAME-N.out and .err)
+        print(f"kept the agents' folders: {report.kept}")
     print(f"{report.seconds:.1f} s", file=sys.stderr)

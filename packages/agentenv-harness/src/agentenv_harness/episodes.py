@@ -10,8 +10,9 @@ from typing import Any, Protocol
 from agentenv.bundle import Bundle, Task
 from agentenv.episode import Episode, Step
 from agentenv.errors import EpisodeLost
+from agentenv.record import Recorder
 from agentenv.settings import Shared
-from agentenv.wire import EpisodeResult, Tool
+from agentenv.wire import Attempt, EpisodeResult, Tool
 
 __all__ = ["EpisodeHandle", "LocalEpisode", "RemoteEpisode"]
 
@@ -43,10 +44,20 @@ def _lost(step: Step) -> EpisodeLost:
 class LocalEpisode:
     """The episode in this process: ``agentenv.Episode``, the code ``agentenv serve`` runs."""
 
-    def __init__(self, bundle: Bundle, task: Task, *, tool_timeout: float, deploy_timeout: float, episode_id: str):
-        self.episode = Episode(
-            bundle, task, tool_timeout=tool_timeout, deploy_timeout=deploy_timeout, episode_id=episode_id
-        )
+    def __init__(
+        self,
+        bundle: Bundle,
+        task: Task,
+        *,
+        tool_timeout: float,
+        deploy_timeout: float,
+        episode_id: str,
+        recorder: Recorder | None = None,
+    ):
+        attempt = Attempt(rollout=episode_id, client="agentenv run") if recorder is not None else None
+        self.episode = Episode(bundle, task, tool_timeout=tool_timeout, deploy_timeout=deploy_timeout,
+                               episode_id=episode_id, attempt=attempt,
+                               on_end=recorder.episode_ended if recorder is not None else None)  # fmt: skip
         self.tools: list[Tool] = []
 
     async def start(self) -> None:

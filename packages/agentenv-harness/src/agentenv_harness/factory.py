@@ -45,6 +45,10 @@ from agentenv_server._openenv import import_openenv  # noqa: E402
 import_openenv()  # without its Gradio UI (seconds of import nobody here uses)
 from openenv.core.harness import ResourceSession, ResourceSessionFactory, ToolResult  # noqa: E402
 
+from ._api import check_internals  # noqa: E402
+
+check_internals()  # every OpenEnv (and, under TRL, TRL) internal the harness leans on, before a session starts
+
 __all__ = ["AgentEnvSession", "AgentEnvSessionFactory"]
 
 log = logging.getLogger("agentenv_harness")
@@ -154,7 +158,7 @@ class AgentEnvSessionFactory(ResourceSessionFactory["AgentEnvSession"]):
         from agentenv.settings import Shared
 
         shared = Shared(self.env_url, token_var=self.env_token_var, tool_timeout=self.tool_timeout,
-                        reset_timeout=self.deploy_timeout, waits_for_server=True)  # fmt: skip
+                        reset_timeout=self.deploy_timeout, waits_for_server=True, client="harness")  # fmt: skip
         return RemoteEpisode(shared, task.id)
 
 

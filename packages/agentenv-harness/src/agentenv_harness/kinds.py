@@ -23,6 +23,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from agentenv import sandbox
 from agentenv.agents import AgentRequest, Launch, agent_environment
 from agentenv.plugins import AgentKind
 from agentenv.specs import AgentSpec
@@ -113,7 +114,7 @@ def _claude(request: AgentRequest) -> Launch:
     if request.resume:
         argv.append("--continue")
     env = {
-        "IS_SANDBOX": "1",  # bypassPermissions as root: the agent runs in a folder of its own
+        **_sandboxed(),
         "DISABLE_AUTOUPDATER": "1",
         "DISABLE_TELEMETRY": "1",
         "DISABLE_ERROR_REPORTING": "1",
@@ -241,3 +242,9 @@ HARNESS_AGENT_KINDS = (
     AgentKind("opencode", _opencode, _checker(_COMMON - {"max_turns"}), _missing),
     AgentKind("mini-swe-agent", _mini, _checker(_COMMON - {"max_turns"}), _missing, mcp=False),
 )
+
+
+def _sandboxed() -> dict[str, str]:
+    """``IS_SANDBOX=1`` (claude-code's bypassPermissions as root) only where the sandbox in force isolates the agent:
+    a CLI is never told it is sandboxed when it is not (with ``--no-sandbox`` it runs, and refuses, as itself)."""
+    return {"IS_SANDBOX": "1"} if sandbox.current().isolates_processes else {}

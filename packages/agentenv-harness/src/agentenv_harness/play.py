@@ -23,11 +23,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agentenv.agentproc import AgentDirs, AgentExit, AgentProcess
+from agentenv.agentproc import AgentDirs, AgentExit, AgentProcess, openings_for
 from agentenv.agents import AgentRequest, Endpoint, McpServer
 from agentenv.bundle import Bundle, Task
 from agentenv.errors import AgentEnvError, EpisodeLost
 from agentenv.plugins import AgentKind
+from agentenv.sandbox import SandboxUnavailable
 from agentenv.specs import AgentSpec, EndpointSpec
 from agentenv.wire import EpisodeResult, Failure
 
@@ -53,12 +54,14 @@ class _AgentFailed(Exception):
 
 @dataclass
 class PlayReport:
-    """What a play did: the episode's ``result`` (a failed run's is ``failed``), each solver run, the seconds."""
+    """What a play did: the episode's ``result`` (a failed run's is ``failed``), each solver run, the seconds, and
+    the folder of the agents' files when it was kept (``keep_workdir``)."""
 
     result: EpisodeResult
     failure: Failure | None = None
     solver_runs: list[AgentExit] = field(default_factory=list)
     seconds: float = 0.0
+    kept: Path | None = None  # the agents' folders, when the play was told to keep them
 
     @property
     def reward(self) -> float | None:
@@ -146,7 +149,8 @@ class Play:
                 result = EpisodeResult(task_id=self.task.id, outcome="failed", failure=failure,
                                        reason=failure.message, scores=dict(result.scores), turns=result.turns,
                                        seconds=result.seconds)  # fmt: skip
-            self.report = PlayReport(result, failure or result.failure, runs, time.monotonic() - began)
+            kept = self.root if self.keep_workdir else None
+            self.report = PlayReport(result, failure or result.failure, runs, time.monotonic() - began, kept)
             if not self.keep_workdir:
                 await asyncio.to_thread(shutil.rmtree, self.root, True)
         return self.report
@@ -159,7 +163,9 @@ class Play:
             runs.append(exit_)
             if self._lost is not None:
                 raise self._lost
-            if exit_.code != 0:
+            if exit_.code != 0 and exit_.breach is not None:  # the policy's doing: its reply so far is scored
+                log.info("solver %r hit its %s on turn %d", self.solver.name, exit_.breach, turn + 1)
+            elif exit_.code != 0:
                 tail = exit_.output[-_TAIL:]
                 raise _fail("crash", f"solver {self.solver.name!r} ({self.solver.kind}) exited with {exit_.code} on "
                             f"turn {turn + 1}: {tail}")  # fmt: skip
@@ -227,11 +233,19 @@ class Play:
         except Exception as exc:
             raise _fail("deploy", f"{role} {request.spec.name!r} ({kind.name}) could not be launched: "
                         f"{type(exc).__name__}: {exc}") from None  # fmt: skip
-        return AgentProcess(launch, dirs, name=role)
+        try:
+            openings = openings_for(request)
+        except AgentEnvError as exc:
+            raise _fail("deploy", str(exc)) from None
+        return AgentProcess(
+            launch, dirs, name=role, pass_env=request.spec.pass_env, sandbox=request.spec.sandbox, openings=openings
+        )
 
     async def _wait(self, process: AgentProcess, role: str) -> AgentExit:
         try:
             return await process.run()
+        except SandboxUnavailable as exc:
+            raise _fail("deploy", f"{role}: {exc}") from None
         except OSError as exc:
             argv0 = process.launch.argv[0] if process.launch.argv else "?"
             raise _fail("deploy", f"{role} {argv0!r} could not be started: {exc.strerror or exc}") from None

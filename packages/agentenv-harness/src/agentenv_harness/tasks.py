@@ -58,6 +58,12 @@ def solver_for(bundle: Bundle, agent: str | None) -> AgentSpec | None:
     kinds = bundle.plugin_set.agent_kinds() if bundle.plugin_set else {}
     if agent in kinds and agent != "process":
         return AgentSpec(name=agent, kind=agent)
+    if agent == "process":  # a kind with no program of its own: the command is the author's
+        raise AgentEnvError(
+            "--agent process: a process agent is a program of yours; declare it under agents: in bundle.yaml "
+            "(solver: {kind: process, command: [python, '{bundle}/agents/solve.py', '{prompt}']}) and pass its name "
+            "(--agent solver); agentenv init --full writes one"
+        )
     raise AgentEnvError(
         f"no agent {agent!r}: bundle {bundle.name!r} has agents {', '.join(sorted(bundle.agents)) or 'none'} and "
         f"the installed agent kinds are {', '.join(sorted(k for k in kinds if k != 'process')) or 'none'}"

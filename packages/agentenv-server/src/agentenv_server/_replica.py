@@ -69,9 +69,19 @@ class _ReplicaHeader:
 class BundleReplica:
     """One whole agentenv server (``build_app``): its own episodes, its own ``max_concurrent_envs``."""
 
-    def __init__(self, bundle: str, options: dict[str, Any], token: str | None, capacity_fix: str) -> None:
+    def __init__(self, bundle: str, options: dict[str, Any], token_var: str | None, capacity_fix: str) -> None:
+        import os
+
+        from agentenv.errors import AgentEnvError
+
         from .runner import redact_token
 
+        token = os.environ.get(token_var) if token_var else None
+        if token_var and not token:  # the token is read here, where the replica runs: Serve's GCS never holds it
+            raise AgentEnvError(
+                f"${token_var} is not set on the node of replica {serve.get_replica_context().replica_tag}: "
+                f"set it on every node of the cluster (a Kubernetes Secret in the pods' env)"
+            )
         # every program this replica starts (env programs, what a Python env starts) carries its owner tag, and the
         # replica's reaper kills them if Ray kills the replica (a crash, OOM, the end of a drain) before teardown
         procs.own_all_children()

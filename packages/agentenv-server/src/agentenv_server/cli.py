@@ -8,15 +8,17 @@ import os
 import signal
 import socket
 import sys
+from typing import Any
 
 from agentenv.errors import AgentEnvError
+from agentenv.record import DEFAULT_MAX_BYTES
 
 __all__ = ["configure", "run"]
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
     """The arguments of ``agentenv serve``."""
-    parser.add_argument("bundle", help="the bundle's folder")
+    parser.add_argument("bundle", help="the bundle's folder, or an installed bundle's name (agentenv bundles)")
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
     parser.add_argument("--port", type=int, default=8000, help="port to listen on (default: 8000)")
     parser.add_argument(
@@ -27,10 +29,26 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--allow-no-token", action="store_true", help="serve a non-loopback host without a token")
     parser.add_argument(
+        "--allow-origin",
+        action="append",
+        default=[],
+        metavar="ORIGIN",
+        help="a web page (https://host:port) whose requests are served; repeat for more (default: none: a request "
+        "that carries an Origin header, as browsers send, is refused)",
+    )
+    parser.add_argument(
         "--max-concurrent-envs",
         type=int,
         metavar="N",
         help="sessions at once (default: $MAX_CONCURRENT_ENVS, else 64)",
+    )
+    parser.add_argument(
+        "--warm",
+        type=int,
+        default=0,
+        metavar="N",
+        help="deploy ahead: keep N deployed, never-played episodes ready per toolset, so a rollout's start takes one "
+        "instead of waiting for a deploy (default 0: each rollout deploys its own)",
     )
     parser.add_argument("--tool-timeout", type=float, default=60.0, help="seconds a tool call may take")
     parser.add_argument("--reset-timeout", type=float, default=300.0, help="seconds a deploy may take")
@@ -71,7 +89,54 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="a larger frame is not read: the connection ends with close code 1009 (default: 16 MiB or 4x "
         "--max-message-bytes, whichever is larger)",
     )
+    parser.add_argument("--ssl-keyfile", metavar="PATH", help="serve TLS (https://, wss://) with this private key")
+    parser.add_argument("--ssl-certfile", metavar="PATH", help="serve TLS with this certificate (chain), PEM")
+    parser.add_argument(
+        "--header-timeout",
+        type=float,
+        default=20.0,
+        metavar="SECONDS",
+        help="a connection's request line and headers must be in within this many seconds (default 20)",
+    )
+    parser.add_argument(
+        "--record",
+        metavar="DIR",
+        help="write the record of every episode played to DIR (JSON-lines shards; read them with agentenv view DIR or "
+        "agentenv.record.read)",
+    )
+    parser.add_argument(
+        "--record-max-bytes",
+        type=int,
+        default=DEFAULT_MAX_BYTES,
+        metavar="N",
+        help="the most the --record folder holds; past it the oldest shards are removed (default 10 GiB)",
+    )
     parser.add_argument("--log-level", default="info", help="uvicorn log level (default: info)")
+    box = parser.add_mutually_exclusive_group()
+    box.add_argument(
+        "--sandbox",
+        metavar="NAME",
+        help="the sandbox that runs bash commands, subprocess env programs and agents (default: $AGENTENV_SANDBOX, "
+        "else bwrap; a plugin adds others)",
+    )
+    box.add_argument(
+        "--no-sandbox",
+        action="store_const",
+        const="none",
+        dest="sandbox",
+        help="run them on the host, unsandboxed (the explicit hole: they can read the bundle's answer keys)",
+    )
+    parser.add_argument(
+        "--ors",
+        action="store_true",
+        help="serve the Open Reward Standard instead, for the openreward SDK (TRL's OpenRewardSpec): the token, if "
+        "any, as X-API-Key; needs pip install 'agentenv-server[ors]'",
+    )
+    _ray_options(parser)
+
+
+def _ray_options(parser: argparse.ArgumentParser) -> None:
+    """The arguments of ``agentenv serve --ray``."""
     ray = parser.add_argument_group("Ray Serve (pip install 'agentenv-server[ray]')")
     ray.add_argument("--ray", action="store_true", help="serve on Ray Serve: replicas behind one address")
     scale = ray.add_mutually_exclusive_group()
@@ -94,6 +159,32 @@ def read_token(var: str | None) -> str | None:
     return token
 
 
+def _refuse_passing_the_token(bundle: Any, token_var: str | None) -> None:
+    """The token's variable is never passed to a program the policy steers, even where a ``pass_env`` lists it."""
+    from agentenv.sandbox import keep_secret, passed_anywhere
+
+    if token_var is None:
+        return
+    keep_secret(token_var)
+    listed = passed_anywhere(token_var, envs=bundle.envs, agents=bundle.agents)
+    if listed:
+        raise AgentEnvError(
+            f"{bundle.path / 'bundle.yaml'}: {', '.join(listed)} lists {token_var}, the server's token variable "
+            "(--token-var); a program the policy steers is never passed it: remove it from pass_env"
+        )
+
+
+def sandbox_note(bundle: Any, name: str | None) -> str:
+    """Choose the sandbox (``--sandbox``/``--no-sandbox``) and say which is in force; ``SandboxUnavailable`` naming
+    the fix where the bundle runs programs the policy steers and the sandbox cannot run here."""
+    from agentenv import sandbox
+
+    sandbox.use(name)
+    if not sandbox.runs_programs(bundle):
+        return "sandbox: none needed (the bundle runs no program the policy steers)"
+    return f"sandbox: {sandbox.current().describe()}"
+
+
 def run(args: argparse.Namespace) -> int:
     """Serve until SIGTERM or Ctrl-C; every running episode is torn down before exit."""
     from agentenv import procs
@@ -102,13 +193,25 @@ def run(args: argparse.Namespace) -> int:
     from .runner import Server, is_loopback, uvicorn_config
 
     token = read_token(args.token_var)
+    if bool(args.ssl_keyfile) != bool(args.ssl_certfile):
+        raise AgentEnvError("--ssl-keyfile and --ssl-certfile go together: give both (a PEM key and its certificate)")
     if token is None and not is_loopback(args.host) and not args.allow_no_token:
         raise AgentEnvError(
             f"--host {args.host} is reachable from other machines and no token is set: give --token-var NAME "
             "(and export NAME=<token>), or pass --allow-no-token if the network is trusted"
         )
+    if args.ray and args.ors:
+        raise AgentEnvError("--ors serves one process: drop --ray (or --ors)")
     if args.ray:
+        if args.sandbox:
+            raise AgentEnvError(
+                "--sandbox/--no-sandbox do not reach Ray replicas: set AGENTENV_SANDBOX on their nodes instead"
+            )
         return run_ray(args, token)
+    if args.ors:
+        from .ors import run_ors
+
+        return run_ors(args, token)
     given = [f for f, v in (("--replicas", args.replicas), ("--autoscale", args.autoscale),
                             ("--ray-address", args.ray_address)) if v is not None]  # fmt: skip
     if given:
@@ -118,6 +221,8 @@ def run(args: argparse.Namespace) -> int:
     app = build_app(
         args.bundle,
         token=token,
+        allow_origins=args.allow_origin,
+        allow_no_token=args.allow_no_token,
         max_concurrent_envs=args.max_concurrent_envs,
         reward=args.reward,
         tool_timeout=args.tool_timeout,
@@ -126,21 +231,39 @@ def run(args: argparse.Namespace) -> int:
         max_message_bytes=args.max_message_bytes,
         max_frame_bytes=args.max_frame_bytes,
         tool_threads=args.tool_threads,
+        record=args.record,
+        record_max_bytes=args.record_max_bytes,
+        warm=args.warm,
     )
     procs.own_all_children()  # every program an env starts dies with this server, however it exits
     bundle = app.state.agentenv.bundle
+    _refuse_passing_the_token(bundle, args.token_var)
+    print(f"agentenv: {sandbox_note(bundle, args.sandbox)}", file=sys.stderr, flush=True)
     auth = f"bearer token from ${args.token_var}" if token else "no token"
+    if args.record:
+        print(f"agentenv: recording every episode under {args.record}", file=sys.stderr, flush=True)
+    scheme = "https" if args.ssl_certfile else "http"
     print(
         f"agentenv: serving bundle {bundle.name!r} ({len(bundle.tasks)} tasks; splits {', '.join(bundle.splits)}) "
-        f"on http://{args.host}:{port} with {auth}",
+        f"on {scheme}://{args.host}:{port} with {auth}",
         file=sys.stderr,
         flush=True,
     )
     print(f"agentenv: {app.state.capacity_note}; {app.state.agentenv.threads.size} tool threads; shutdown grace "
           f"{args.shutdown_grace:g} s", file=sys.stderr, flush=True)  # fmt: skip
-    config = uvicorn_config(app, host=args.host, port=port, ping_interval=args.ping_interval,
-                            ping_timeout=args.ping_interval, log_level=args.log_level,
-                            grace=args.shutdown_grace, loop=args.loop)  # fmt: skip
+    config = uvicorn_config(
+        app,
+        host=args.host,
+        port=port,
+        ping_interval=args.ping_interval,
+        ping_timeout=args.ping_interval,
+        log_level=args.log_level,
+        grace=args.shutdown_grace,
+        loop=args.loop,
+        header_timeout=args.header_timeout,
+        ssl_keyfile=args.ssl_keyfile,
+        ssl_certfile=args.ssl_certfile,
+    )
     # uvicorn shuts down gracefully on SIGTERM, then raises the signal again; this handler makes that
     # second delivery a clean exit (status 0) instead of death by signal
     signal.signal(signal.SIGTERM, _exit_cleanly)
@@ -161,8 +284,7 @@ def _listen(host: str, port: int) -> socket.socket:
                 "--port N, or stop what listens there"
             ) from None
         raise AgentEnvError(f"--host {host} --port {port}: cannot listen there ({exc.strerror}); fix --host") from None
-    sock.set_inheritable(True)
-    return sock
+    return sock  # not inheritable: a program this server starts (its reaper) must not keep the port accepting
 
 
 def _autoscale(value: str | None) -> tuple[int, int] | None:
@@ -192,11 +314,23 @@ def run_ray(args: argparse.Namespace, token: str | None) -> int:
     signal.signal(signal.SIGINT, on_signal)
     try:
         server = deploy(
-            args.bundle, token=token, replicas=args.replicas or 1, autoscale=autoscale, ray_address=args.ray_address,
-            host=args.host, port=args.port, max_concurrent_envs=args.max_concurrent_envs, reward=args.reward,
-            tool_timeout=args.tool_timeout, reset_timeout=args.reset_timeout, idle_timeout=args.idle_timeout,
-            replica_cpus=args.replica_cpus, drain_seconds=args.drain_seconds,
-        )  # fmt: skip
+            args.bundle,
+            token_var=args.token_var,
+            allow_no_token=args.allow_no_token,
+            replicas=args.replicas or 1,
+            autoscale=autoscale,
+            ray_address=args.ray_address,
+            host=args.host,
+            port=args.port,
+            max_concurrent_envs=args.max_concurrent_envs,
+            reward=args.reward,
+            tool_timeout=args.tool_timeout,
+            reset_timeout=args.reset_timeout,
+            idle_timeout=args.idle_timeout,
+            replica_cpus=args.replica_cpus,
+            drain_seconds=args.drain_seconds,
+            warm=args.warm,
+        )
     except SystemExit as stopped:
         # ray.init turns SIGTERM into SystemExit(15); deploy has already deleted what it had deployed
         if stopped.code != signal.SIGTERM:

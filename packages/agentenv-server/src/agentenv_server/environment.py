@@ -22,12 +22,16 @@ import_openenv()  # before any openenv import: keeps OpenEnv's Gradio UI out of 
 from agentenv import wire
 from agentenv.bundle import Bundle, Task
 from agentenv.episode import Episode, RewardArg, Step
+from agentenv.record import Recorder
 from agentenv.threads import ToolThreads
 from agentenv.wire import Code, Event, Op, Problem, TaskRow, ToolsetInfo
 from openenv.core.env_server.interfaces import Environment
 from openenv.core.env_server.types import Action, EnvironmentMetadata, Observation, State
 
+from .metrics import Metrics
+
 if TYPE_CHECKING:
+    from .ahead import Ahead
     from .guard import Connection
 
 __all__ = ["BundleEnvironment", "EpisodeAction", "EpisodeObservation", "Served"]
@@ -69,7 +73,16 @@ class Served:
     live: set[BundleEnvironment] = field(default_factory=set)
     loop: asyncio.AbstractEventLoop | None = None
     episodes_started: int = 0
+    recorder: Recorder | None = None  # every played episode's record (agentenv serve --record)
+    metrics: Metrics = field(default_factory=Metrics)
     background: set[asyncio.Task[Any]] = field(default_factory=set)
+    ahead: Ahead | None = None  # deployments kept ready (build_app's warm=)
+
+    def episode_ended(self, episode: Episode, result: wire.EpisodeResult) -> None:
+        """An episode of this server is over: counted, and its record written (``--record``)."""
+        self.metrics.episode_ended(episode, result)
+        if self.recorder is not None:
+            self.recorder.episode_ended(episode, result)
 
     def in_background(self, coro: Coroutine[Any, Any, Any]) -> None:
         """Run ``coro`` as a task on the running loop, holding on to it until it is done."""
@@ -114,6 +127,7 @@ class BundleEnvironment(Environment[EpisodeAction, EpisodeObservation, State]):
         index: int | None = None,
         purpose: str = "play",
         protocol: int | None = None,
+        attempt: dict[str, Any] | None = None,
         **unknown: Any,
     ) -> EpisodeObservation:
         """Start a task (by ``task_id``, or ``split`` and ``index``); answers before the deploy ends."""
@@ -132,11 +146,16 @@ class BundleEnvironment(Environment[EpisodeAction, EpisodeObservation, State]):
                           "split and index")  # fmt: skip
         if purpose not in ("play", "probe", "check"):
             return _error(Code.BAD_RESET, f"purpose {purpose!r} is not one of play, probe, check")
+        try:
+            tag = wire.read(wire.Attempt, attempt, "the reset's attempt") if attempt is not None else None
+        except wire.WireError as exc:
+            return _error(Code.BAD_RESET, str(exc))
         task = self._resolve(task_id, split, index)
         if isinstance(task, EpisodeObservation):
             return task
         await self.end_episode()
         bundle = served.bundle
+        ahead = served.ahead if purpose == "play" else None  # a probe lists tools: it deploys nothing
         episode = Episode(
             bundle,
             task,
@@ -146,10 +165,14 @@ class BundleEnvironment(Environment[EpisodeAction, EpisodeObservation, State]):
             episode_id=episode_id,
             purpose=purpose,  # type: ignore[arg-type]
             threads=served.threads,
+            attempt=tag,
+            on_end=served.episode_ended,
+            deployment=ahead.take(bundle.toolset_key(task)) if ahead is not None else None,
         )
         self._episode = episode
         served.live.add(self)
         served.episodes_started += 1
+        served.metrics.episode_started(purpose)
         self._steps = 0
         conn = current_connection.get()
         if conn is not None:

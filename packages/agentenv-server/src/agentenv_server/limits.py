@@ -93,6 +93,7 @@ class FdBudget:
     limit: int
     per_session: int
     raised_from: int = 0
+    spare: int = 0  # kept aside for connections that have not sent a request head yet (connections.HeadGate)
     _sampled: int = 0
     _next_count_at: float = field(default=-1e9)
     _since: int = 0  # sessions admitted since the last count
@@ -100,24 +101,26 @@ class FdBudget:
 
     @classmethod
     def at_start(cls, per_session: int) -> FdBudget:
-        """Raise the limit and measure it."""
+        """Raise the limit and measure it; a sixteenth of it (16 to 1024) is kept aside for connections that have not
+        sent a request head yet."""
         before, now = raise_fd_limit()
-        return cls(limit=now, per_session=per_session, raised_from=before if before != now else 0)
+        spare = min(1024, max(16, now // 16)) if now > 0 else 256
+        return cls(limit=now, per_session=per_session, raised_from=before if before != now else 0, spare=spare)
 
     def room(self, open_now: int | None = None) -> int:
         """How many more sessions fit (a large number where the limit is unknown)."""
         if self.limit <= 0:
             return 1 << 30
         used = open_now if open_now is not None else (open_fds() or 0)
-        return max(0, (self.limit - RESERVE - used) // self.per_session)
+        return max(0, (self.limit - RESERVE - self.spare - used) // self.per_session)
 
     def sessions(self, requested: int, open_now: int | None = None) -> int:
         """``requested``, or fewer when the limit has no room for that many sessions."""
         return max(1, min(requested, self.room(open_now)))
 
-    def admit(self) -> bool:
+    def admit(self, waiting: int = 0) -> bool:
         """Whether a new session fits in the descriptors left (see ``CHEAP_COUNT_SECONDS`` for how often they are
-        counted)."""
+        counted). ``waiting``: connections without a request head now, whose descriptors come out of ``spare``."""
         if self.limit <= 0:
             return True
         with self._lock:
@@ -126,12 +129,13 @@ class FdBudget:
                 counted = open_fds()
                 if counted is None:
                     return True
+                counted = max(0, counted - min(waiting, self.spare))
                 # full (or no descriptor left to count with, which costs nothing): look again at the next session
                 cost = 0.0 if counted >= self.limit else counted * COUNT_SECONDS_PER_FD
                 self._sampled, self._since = counted, 0
                 self._next_count_at = now if cost < CHEAP_COUNT_SECONDS else now + COUNT_SPACING * cost
             estimate = self._sampled + self._since * self.per_session
-            if estimate + self.per_session + RESERVE > self.limit:
+            if estimate + self.per_session + RESERVE + self.spare > self.limit:
                 return False
             self._since += 1
             return True

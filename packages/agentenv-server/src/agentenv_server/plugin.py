@@ -28,3 +28,6 @@ def agentenv_cli_commands() -> Iterator[CliCommand]:
     from . import cli
 
     yield CliCommand("serve", "serve a bundle as an OpenEnv environment server", cli.configure, cli.run)
+    from . import view
+
+    yield CliCommand("view", view.HELP, view.configure, view.run)

@@ -1,7 +1,7 @@
 """A bundle served past one machine: the bundle server as a Ray Serve application.
 
     from agentenv_server.ray import deploy
-    server = deploy("examples/bundles/inbox", replicas=2, token=os.environ["AGENTENV_TOKEN"])
+    server = deploy("examples/bundles/inbox", replicas=2, token_var="AGENTENV_TOKEN")
     server.url        # one address: /ws, /health and the Task API, as with agentenv serve
     server.shutdown() # every session on every replica closed (1012), every episode torn down
 
@@ -14,6 +14,7 @@ stays on the replica that took it. ``agentenv serve BUNDLE --ray`` runs the same
 from __future__ import annotations
 
 import contextlib
+import inspect
 import logging
 import os
 import sys
@@ -25,6 +26,7 @@ from typing import Any
 from agentenv.bundle import load_bundle
 from agentenv.episode import RewardArg
 from agentenv.errors import AgentEnvError
+from agentenv.settings import is_loopback
 
 from .app import _capacity
 from .plugin import RAY
@@ -175,7 +177,8 @@ class RayServe:
 def application(
     bundle: str,
     *,
-    token: str | None = None,
+    token_var: str | None = None,
+    allow_no_token: bool = False,
     replicas: int = 1,
     autoscale: tuple[int, int] | None = None,
     max_concurrent_envs: int | None = None,
@@ -185,10 +188,13 @@ def application(
     idle_timeout: float | None = 900.0,
     replica_cpus: float = 1.0,
     drain_seconds: float = 30.0,
+    warm: int = 0,
 ) -> Any:
     """The bundle server as a Ray Serve application (``serve.run`` it, or let ``deploy`` do it).
 
-    ``bundle`` is the folder's path as the replicas see it. See ``deploy`` for the rest.
+    ``bundle`` is the folder's path as the replicas see it. ``token_var``: the variable each replica reads its token
+    from, where it runs: the token itself is never a bound argument (Serve keeps those in Ray's GCS). See ``deploy``
+    for the rest.
     """
     serve = _import_serve()
     from ._replica import BundleReplica
@@ -196,21 +202,28 @@ def application(
     capacity = _capacity(max_concurrent_envs)
     options = deployment_options(capacity, replicas=replicas, autoscale=autoscale, replica_cpus=replica_cpus,
                                  drain_seconds=drain_seconds)  # fmt: skip
-    app_options = {"max_concurrent_envs": capacity, "reward": reward, "tool_timeout": tool_timeout,
-                   "reset_timeout": reset_timeout, "idle_timeout": idle_timeout}  # fmt: skip
+    app_options = {
+        "max_concurrent_envs": capacity,
+        "reward": reward,
+        "tool_timeout": tool_timeout,
+        "reset_timeout": reset_timeout,
+        "idle_timeout": idle_timeout,
+        "allow_no_token": allow_no_token,
+        "warm": warm,  # per replica
+    }
     deployment = serve.deployment(BundleReplica, name="bundle").options(**options)
-    return deployment.bind(bundle, app_options, token, _capacity_fix(replicas, autoscale, capacity))
+    return deployment.bind(bundle, app_options, token_var, _capacity_fix(replicas, autoscale, capacity))
 
 
 def build_application(args: dict[str, Any]) -> Any:
     """Serve's application builder (``import_path: agentenv_server.ray:build_application``; KubeRay's RayService).
 
-    ``args``: ``bundle`` (its path on the nodes), ``token_var`` (the variable holding the token, read where
-    Serve builds the application), ``replicas`` or ``autoscale`` ("MIN:MAX"), and ``max_concurrent_envs``,
-    ``reward``, ``tool_timeout``, ``reset_timeout``, ``idle_timeout``, ``replica_cpus``, ``drain_seconds``.
+    ``args``: ``bundle`` (its path on the nodes), ``token_var`` (the variable holding the token, read by each
+    replica where it runs: set it on every node), ``replicas`` or ``autoscale`` ("MIN:MAX"), and
+    ``allow_no_token``, ``max_concurrent_envs``, ``reward``, ``tool_timeout``, ``reset_timeout``, ``idle_timeout``,
+    ``replica_cpus``, ``drain_seconds``.
     """
-    known = {"bundle", "token_var", "replicas", "autoscale", "max_concurrent_envs", "reward", "tool_timeout",
-             "reset_timeout", "idle_timeout", "replica_cpus", "drain_seconds"}  # fmt: skip
+    known = set(inspect.signature(application).parameters)  # application's arguments, bundle first
     unknown = sorted(set(args) - known)
     if unknown or "bundle" not in args:
         problem = f"unknown {', '.join(unknown)}" if unknown else "no bundle"
@@ -219,25 +232,17 @@ def build_application(args: dict[str, Any]) -> Any:
                             f"nodes) and any of {allowed}")  # fmt: skip
     options = dict(args)
     bundle = str(options.pop("bundle"))
-    token_var = options.pop("token_var", None)
-    token = None
-    if token_var is not None:
-        token = os.environ.get(str(token_var))
-        if not token:
-            raise AgentEnvError(
-                f"token_var {token_var}: ${token_var} is not set where Serve builds the application "
-                f"(the head node); set it there (a Kubernetes Secret in the pod's env)"
-            )
     if "autoscale" in options:
         low, _, high = str(options.pop("autoscale")).partition(":")
         options["autoscale"] = (int(low), int(high))
-    return application(bundle, token=token, **options)
+    return application(bundle, **options)
 
 
 def deploy(
     bundle: str | Path,
     *,
-    token: str | None = None,
+    token_var: str | None = None,
+    allow_no_token: bool = False,
     replicas: int = 1,
     autoscale: tuple[int, int] | None = None,
     ray_address: str | None = None,
@@ -254,6 +259,7 @@ def deploy(
     drain_seconds: float = 30.0,
     ship_bundle: bool = True,
     local_cpus: int | None = None,
+    warm: int = 0,
 ) -> RayServe:
     """Serve ``bundle`` as the Ray Serve application ``name`` and return once every replica answers.
 
@@ -263,8 +269,15 @@ def deploy(
     ``replicas`` or ``autoscale=(min, max)``, ``replica_cpus`` and ``drain_seconds``: see
     ``deployment_options``. ``ship_bundle`` (with ``ray_address``): upload the bundle folder as the
     job's ``working_dir`` rather than read it at the same path on every node (a local Ray, or one this
-    process initialised, reads the path). The rest is ``build_app``'s.
+    process initialised, reads the path). ``token_var``: the variable holding the token, which each replica reads
+    where it runs (a Ray this call starts inherits this process's environment; on a cluster, set it on every node):
+    the token is never a bound argument, which Serve keeps in Ray's GCS. Without one, a non-loopback ``host`` (or a
+    Serve already listening on one) is refused unless ``allow_no_token``. The rest is ``build_app``'s.
     """
+    if token_var is not None and not os.environ.get(token_var):
+        raise AgentEnvError(f"token_var {token_var}: ${token_var} is not set or empty; export {token_var}=<token>")
+    if token_var is None and not allow_no_token and not is_loopback(host):
+        raise AgentEnvError(_public_without_token(host))
     if ray_address is None and "ray" not in sys.modules:
         # a Ray started here is this machine's alone: every part of it on loopback, not the node's address
         os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
@@ -276,13 +289,17 @@ def deploy(
     load_bundle(path)  # a bad bundle is refused here, with every problem named, not in each replica's log
     shipped = ship_bundle and ray_address is not None
     # a shipped bundle is the replicas' working directory
-    app = application("." if shipped else str(path), token=token, replicas=replicas, autoscale=autoscale,
+    app = application("." if shipped else str(path), token_var=token_var, allow_no_token=allow_no_token,
+                      replicas=replicas, autoscale=autoscale,
                       max_concurrent_envs=max_concurrent_envs, reward=reward, tool_timeout=tool_timeout,
                       reset_timeout=reset_timeout, idle_timeout=idle_timeout, replica_cpus=replica_cpus,
-                      drain_seconds=drain_seconds)  # fmt: skip
+                      drain_seconds=drain_seconds, warm=warm)  # fmt: skip
     owns = _connect(ray_address, local_cpus, working_dir=path if shipped else None)
     try:
         serve.start(http_options=HTTPOptions(host=host, port=port))
+        host, port = _serving_at(host, port)  # a Serve that already ran keeps its own (Ray's rule)
+        if token_var is None and not allow_no_token and not is_loopback(host):
+            raise AgentEnvError(_public_without_token(host) + " (Serve already listened there)")
         serve.run(app, name=name, route_prefix=route_prefix, blocking=False)
         _wait_for_replicas(host, port, route_prefix, autoscale[0] if autoscale else replicas, timeout=reset_timeout)
     except BaseException:  # a failed deploy, or SIGTERM / Ctrl-C during it: leave nothing deployed or running
@@ -299,6 +316,24 @@ def deploy(
     prefix = "" if route_prefix == "/" else route_prefix.rstrip("/")
     return RayServe(url=f"http://{shown}:{port}{prefix}", name=name, ray_address=address, owns_ray=owns,
                     _connected=owns or ray_address is not None)  # fmt: skip
+
+
+def _public_without_token(host: str) -> str:
+    return (
+        f"host {host} is reachable from other machines and no token is set: give token_var= (--token-var NAME, and "
+        "export NAME=<token>), or pass allow_no_token=True (--allow-no-token) if the network is trusted"
+    )
+
+
+def _serving_at(host: str, port: int) -> tuple[str, int]:
+    """Where Serve's proxies listen: what ``serve.start`` was given, unless Serve already ran with its own."""
+    try:
+        from ray.serve.context import _get_global_client
+
+        options = _get_global_client().http_config
+        return str(options.host), int(options.port)
+    except Exception:  # a Serve without that private face: assume it took what it was given
+        return host, port
 
 
 def _wait_for_replicas(host: str, port: int, route_prefix: str, replicas: int, *, timeout: float) -> None:

@@ -7,6 +7,7 @@ import asyncio
 import logging
 import math
 import os
+import secrets
 import socket
 import sys
 import threading
@@ -19,6 +20,7 @@ from agentenv import procs
 from agentenv.settings import is_loopback
 
 from .app import MIN_FRAME_BYTES, close_sessions
+from .connections import DEFAULT_HEADER_TIMEOUT, MAX_HEAD_BYTES, gated_protocol
 
 __all__ = [
     "DEFAULT_SHUTDOWN_GRACE",
@@ -26,6 +28,7 @@ __all__ = [
     "ServerThread",
     "is_loopback",
     "listening_socket",
+    "local_token",
     "redact_token",
     "uvicorn_config",
 ]
@@ -46,10 +49,21 @@ def uvicorn_config(
     log_level: str = "warning",
     grace: float = DEFAULT_SHUTDOWN_GRACE,
     loop: str = "auto",
+    header_timeout: float = DEFAULT_HEADER_TIMEOUT,
+    ssl_keyfile: str | None = None,
+    ssl_certfile: str | None = None,
 ) -> uvicorn.Config:
     """uvicorn settings for an agentenv app: keepalive pings reap half-open sockets, frames over the app's
-    ``max_frame_bytes`` end the connection (close code 1009), shutdown waits ``grace`` seconds at most."""
-    limit = getattr(getattr(app, "state", None), "max_frame_bytes", MIN_FRAME_BYTES)
+    ``max_frame_bytes`` end the connection (close code 1009), shutdown waits ``grace`` seconds at most, and a
+    connection's request head must be in within ``header_timeout`` seconds and 64 KiB (``connections``).
+    ``ssl_keyfile`` and ``ssl_certfile``: serve TLS (``https://``, ``wss://``)."""
+    state = getattr(app, "state", None)
+    limit = getattr(state, "max_frame_bytes", MIN_FRAME_BYTES)
+    heads = getattr(state, "heads", None)
+    http: Any = "auto"
+    if heads is not None:
+        heads.timeout = header_timeout
+        http = gated_protocol(_uvicorn_http(), heads)
     config = uvicorn.Config(
         app,
         host=host,
@@ -61,9 +75,24 @@ def uvicorn_config(
         timeout_graceful_shutdown=max(1, math.ceil(grace)),
         lifespan="on",
         loop=loop,
+        http=http,
+        ssl_keyfile=ssl_keyfile,
+        ssl_certfile=ssl_certfile,
+        h11_max_incomplete_event_size=MAX_HEAD_BYTES + (1 << 20),  # the gate answers a long head first (431)
     )
     redact_token(app)  # after uvicorn set its log handlers up
     return config
+
+
+def _uvicorn_http() -> type[asyncio.Protocol]:
+    """The HTTP protocol uvicorn picks by itself: httptools' where it is installed, else h11's."""
+    try:
+        from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+    except ImportError:
+        from uvicorn.protocols.http.h11_impl import H11Protocol
+
+        return H11Protocol
+    return HttpToolsProtocol
 
 
 class Server(uvicorn.Server):
@@ -175,6 +204,23 @@ def listening_socket(host: str, port: int) -> socket.socket:
         sock.close()
         raise
     return sock
+
+
+_local: tuple[int, str] | None = None
+
+
+def local_token() -> str:
+    """This process's token for the servers it runs for itself (``AgentEnv.local``, ``agentenv eval BUNDLE_DIR``):
+    random, made once per process (a forked child makes its own), and handed to their clients in memory
+    (``Shared(bearer=...)``), never through the environment, so that the programs an episode runs cannot read it.
+
+    A server on loopback without a token answers any program or web page on the machine; with this one, only the
+    process that started it.
+    """
+    global _local
+    if _local is None or _local[0] != os.getpid():
+        _local = (os.getpid(), secrets.token_urlsafe(32))
+    return _local[1]
 
 
 class ServerThread:

@@ -92,6 +92,7 @@ def demo_config(args: argparse.Namespace) -> DemoConfig:
 def run_demo(args: argparse.Namespace) -> int:
     """Run the quickstart; 0 when it trained and measured."""
     from agentenv.errors import AgentEnvError
+    from agentenv.files import write_file
 
     try:
         from agentenv_trl.demo import run_demo as run
@@ -100,5 +101,5 @@ def run_demo(args: argparse.Namespace) -> int:
 
     report = run(demo_config(args))
     if args.json is not None:
-        args.json.write_text(json.dumps(report.as_dict(), indent=2, default=str), encoding="utf-8")
+        write_file(args.json, json.dumps(report.as_dict(), indent=2, default=str))
     return 0

@@ -12,6 +12,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from agentenv.files import staged
+
 if TYPE_CHECKING:
     from .demo_report import DemoReport
 
@@ -98,8 +100,8 @@ def plot_reports(arms: Mapping[str, Sequence[DemoReport]], path: Path, *, title:
     evals.grid(alpha=0.3)
     if title:
         figure.suptitle(title, fontsize=11)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path)
+    with staged(path) as temporary:  # the picture whole or not at all, as every file agentenv writes
+        figure.savefig(temporary, format=path.suffix.lstrip(".") or "png")
     return path
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import io
 import json
 import math
 import statistics
@@ -19,6 +20,7 @@ from typing import Any
 
 from agentenv.episode import EpisodeResult
 from agentenv.evaluate import Summary, summarize_results
+from agentenv.files import write_file
 
 __all__ = ["STEP_COLUMNS", "DemoReport", "EvalRow", "StepRow", "eval_summary", "summary_file", "tally", "write_outputs"]
 
@@ -165,14 +167,13 @@ def write_outputs(report: DemoReport, folder: Path, summaries: dict[str, Summary
     from .demo_plot import plot_reports
 
     folder.mkdir(parents=True, exist_ok=True)
-    steps = folder / "steps.csv"
-    with steps.open("w", newline="", encoding="utf-8") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(STEP_COLUMNS)
-        for row in report.steps:
-            writer.writerow(["" if v is None else v for v in dataclasses.astuple(row)])
-    data = folder / "report.json"
-    data.write_text(json.dumps(report.as_dict(), indent=2, default=str) + "\n", encoding="utf-8")
+    table = io.StringIO(newline="")
+    writer = csv.writer(table)
+    writer.writerow(STEP_COLUMNS)
+    for row in report.steps:
+        writer.writerow(["" if v is None else v for v in dataclasses.astuple(row)])
+    steps = write_file(folder / "steps.csv", table.getvalue())
+    data = write_file(folder / "report.json", json.dumps(report.as_dict(), indent=2, default=str) + "\n")
     written = [steps, data]
     for when, summary in (summaries or {}).items():
         summary.write(folder / summary_file(when))

@@ -21,6 +21,7 @@ from agentenv.toolsets import key_name
 from agentenv.wire import EpisodeResult, ServerInfo, TaskRow, Tool
 
 from . import _closing
+from ._api import check_internals
 from ._methods import build_method, check_names
 from ._version import check_trl
 from .environment import EpisodeLost, TaskEnvironment, _EnvironmentType, classes_lock, make_class
@@ -66,7 +67,12 @@ class AgentEnv:
             tool_timeout=tool_timeout,
             reset_timeout=reset_timeout,
             waits_for_server=waits_for_server,
+            client="trl",
         )
+        self._open(shared, split)
+
+    def _open(self, shared: Shared, split: str) -> None:
+        """Probe the server, check ``split`` and set up (``__init__``'s work, and ``local``'s with its token)."""
         try:
             info = probe(shared)
         except ServerUnavailable as exc:
@@ -123,28 +129,35 @@ class AgentEnv:
     ) -> AgentEnv:
         """Serve ``bundle`` in this process on a loopback port and connect to it.
 
-        ``build_app_kwargs`` go to ``agentenv_server.build_app`` (``max_concurrent_envs=``, ``reward=``,
-        ``idle_timeout=``...). The server stops, after tearing down every episode still running, at
-        ``close()``, at exit, and when the process gets SIGTERM.
+        The server needs this process's own token (``agentenv_server.runner.local_token``), handed to this
+        client in memory: no other program or web page on the machine can play on it. ``build_app_kwargs`` go
+        to ``agentenv_server.build_app`` (``max_concurrent_envs=``, ``reward=``,
+        ``idle_timeout=``, ``record=DIR`` for the record of every episode...). The server stops, after tearing down
+        every episode still running, at ``close()``, at exit, and when the process gets SIGTERM.
         """
         from agentenv_server import ServerThread, build_app
+        from agentenv_server.runner import local_token
 
         if build_app_kwargs.get("token") is not None:
             raise AgentEnvError(
-                "AgentEnv.local() serves on loopback without a token; drop token= (or serve it with "
+                "AgentEnv.local() serves on loopback with this process's own token; drop token= (or serve it with "
                 "agentenv serve BUNDLE --token-var NAME and pass AgentEnv(url, token_var=NAME))"
             )
         build_app_kwargs.pop("token", None)
-        app = build_app(bundle, tool_timeout=tool_timeout, reset_timeout=reset_timeout, **build_app_kwargs)
+        token = local_token()
+        app = build_app(bundle, token=token, tool_timeout=tool_timeout, reset_timeout=reset_timeout, **build_app_kwargs)
         server = ServerThread(app).start()
         try:
-            env = cls(
+            env = cls.__new__(cls)
+            shared = Shared(
                 server.url,
-                split=split,
                 tool_timeout=tool_timeout,
                 reset_timeout=reset_timeout,
                 waits_for_server=waits_for_server,
+                bearer=token,
+                client="trl",
             )
+            env._open(shared, split)
         except BaseException:
             server.stop()
             raise
@@ -226,7 +239,9 @@ class AgentEnv:
     @property
     def factory(self) -> type[TaskEnvironment] | dict[str, type[TaskEnvironment]]:
         """TRL's ``environment_factory``: the environment class, or a dict of them (name -> class) with
-        several toolsets. Building it plays one task per toolset, one at a time, to list its tools."""
+        several toolsets. Building it plays one task per toolset, one at a time, to list its tools. In a process
+        that imported TRL, the TRL internals it leans on are probed first (``agentenv_trl._api``)."""
+        check_internals()
         classes = self.environments
         if len(classes) == 1:
             return next(iter(classes.values()))

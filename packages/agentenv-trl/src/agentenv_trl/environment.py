@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Final
 
 from agentenv.errors import AgentEnvError, AtCapacity, EpisodeLost, UnknownTask
 from agentenv.logs import warn_once
+from agentenv.schema import argument_errors
 from agentenv.session import Started
 from agentenv.settings import Shared
 from agentenv.sync import SyncRollout, SyncSession
@@ -44,6 +45,8 @@ END_TURN = Tool(
         "required": ["reply"],
     },
 )
+
+_END_TURN_ARGS: Final[dict[str, Any]] = {**END_TURN.parameters, "additionalProperties": False}
 
 
 class _EnvironmentType(type):
@@ -158,11 +161,14 @@ class TaskEnvironment(metaclass=_EnvironmentType):
             raise self._told(exc) from None
 
     def _end_turn(self, args: dict[str, Any]) -> str:
-        unknown = sorted(set(args) - {"reply"})
-        if unknown:
-            raise TypeError(f"end_turn takes only reply, not {', '.join(unknown)}")
+        reply = args.get("reply")
+        if isinstance(reply, int | float) and not isinstance(reply, bool):
+            args = {**args, "reply": str(reply)}  # an answer written as a number is its text, as everywhere
+        wrong = argument_errors(END_TURN.name, _END_TURN_ARGS, args)
+        if wrong is not None:  # answered as every tool answers arguments that do not fit: the turn stays open
+            return wrong
         try:
-            answer = self._playing(END_TURN.name).end_turn(str(args.get("reply", "")))
+            answer = self._playing(END_TURN.name).end_turn(args["reply"])
         except EpisodeLost as exc:
             raise self._told(exc) from None
         return EPISODE_OVER if answer.done else str(answer.prompt)

@@ -1,6 +1,6 @@
 """DAPO on an agentenv server: ``agentenv verl dapo URL OUT`` writes the rows, a reward module and a verl config.
 
-``write_dapo`` writes, under OUT: the single-turn rows and agent_loop.yaml (``writer.write`` with
+``write_dapo`` writes, under OUT and as one set: the single-turn rows and agent_loop.yaml (``writer.write`` with
 ``single_turn=True``), ``agentenv_reward.py`` (``compute_score`` bound to the server) and ``dapo.yaml``, a
 config that composes with verl 0.9's ``ppo_trainer`` config::
 
@@ -119,6 +119,23 @@ def write_dapo(
         )
     if int(rollout_n) < 2:
         raise AgentEnvError(f"--rollout-n {rollout_n}: GRPO needs a group of 2 or more responses per prompt")
+    folder = Path(out).resolve()
+    module = folder / REWARD_FILE
+    config = folder / CONFIG_FILE
+    settings = {
+        "max_response_length": int(max_response_length),
+        "overlong_buffer": int(overlong_buffer),
+        "penalty_factor": float(penalty_factor),
+        "clip_ratio_high": float(clip_ratio_high),
+        "rollout_n": int(rollout_n),
+    }
+
+    def dapo_files(written: Written) -> dict[str, str]:  # written with the rows, as one set
+        return {
+            REWARD_FILE: _reward_module(written, url, token_var, reset_timeout, attempts),
+            CONFIG_FILE: _config(written, module, settings, chat_template_kwargs or {}),
+        }
+
     written = write(
         url,
         out,
@@ -131,27 +148,9 @@ def write_dapo(
         chat_template_kwargs=chat_template_kwargs,
         max_prompt_length=max_prompt_length,
         progress=progress,
+        also=dapo_files,
     )
-    folder = Path(out).resolve()
-    module = folder / REWARD_FILE
-    _replace(module, _reward_module(written, url, token_var, reset_timeout, attempts))
-    config = folder / CONFIG_FILE
-    settings = {
-        "max_response_length": int(max_response_length),
-        "overlong_buffer": int(overlong_buffer),
-        "penalty_factor": float(penalty_factor),
-        "clip_ratio_high": float(clip_ratio_high),
-        "rollout_n": int(rollout_n),
-    }
-    _replace(config, _config(written, module, settings, chat_template_kwargs or {}))
     return Dapo(written=written, reward_module=module, config=config)
-
-
-def _replace(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` whole or not at all."""
-    staging = path.with_name(f".{path.name}.tmp")
-    staging.write_text(text, encoding="utf-8")
-    os.replace(staging, path)
 
 
 def _reward_module(written: Written, url: str, token_var: str | None, reset_timeout: float, attempts: int) -> str:

@@ -18,6 +18,7 @@ from agentenv.session import Session, Started
 from agentenv.settings import Shared
 from agentenv.wire import EpisodeResult, Tool
 
+from ._api import check_agent_loop
 from ._schemas import parse_tools, typed_schema
 from ._version import check_verl, missing_for_agent_loop
 from .errors import LoopConfigError, RolloutFailed
@@ -31,6 +32,8 @@ try:
     from verl.tools.schemas import OpenAIFunctionToolSchema, ToolResponse
 except ModuleNotFoundError as exc:  # verl declares some of its agent loop's imports only in an extra
     raise missing_for_agent_loop(exc) from exc
+
+check_agent_loop()  # every verl internal the loop leans on (agentenv_verl._api), before verl builds a loop
 
 __all__ = ["AgentEnvAgentLoop", "LoopConfigError", "RolloutFailed"]
 
@@ -58,14 +61,14 @@ class AgentEnvAgentLoop(ToolAgentLoop):
     ``reset_timeout``; a refused token fails at once. ``LoopConfigError`` is raised for a first
     prompt over ``rollout.prompt_length``, an episode that ends unscored, and a second ``run``.
 
-    The verl 0.9 internals it leans on: ``ToolAgentLoop.run`` and its state handlers
-    ``_handle_pending_state``, ``_handle_generating_state``, ``_handle_processing_tools_state``
-    (``AgentState``); ``AgentData`` (``messages``, ``prompt_ids``, ``response_ids``,
-    ``response_mask``, ``response_logprobs``, ``tool_calls``, ``user_turns``,
-    ``metrics["generate_sequences"]``, ``_active_tool_schemas``); ``self.tools`` (objects with
-    ``name``, ``tool_schema`` and BaseTool's ``create``/``execute``/``release``, which ``_call_tool``
-    calls) and ``self.tool_schemas``; ``self.max_tool_response_length``, ``self.response_length``,
-    ``self.max_user_turns``; ``AgentLoopBase.ct_merge_context_msg`` and
+    The verl internals it leans on are listed in ``agentenv_verl._api.AGENT_LOOP`` and checked when this
+    module loads: ``ToolAgentLoop.run`` and its state handlers ``_handle_pending_state``,
+    ``_handle_generating_state``, ``_handle_processing_tools_state`` (``AgentState``); ``AgentData``
+    (``messages``, ``prompt_ids``, ``response_ids``, ``response_mask``, ``response_logprobs``,
+    ``tool_calls``, ``user_turns``, ``metrics["generate_sequences"]``, ``_active_tool_schemas``);
+    ``self.tools`` (objects with ``name``, ``tool_schema`` and BaseTool's ``create``/``execute``/``release``,
+    which ``_call_tool`` calls) and ``self.tool_schemas``; ``self.max_tool_response_length``,
+    ``self.response_length``, ``self.max_user_turns``; ``AgentLoopBase.ct_merge_context_msg`` and
     ``_cap_text_prompt_length``; ``AgentLoopOutput.reward_score`` and ``extra_fields``.
     """
 
@@ -89,6 +92,7 @@ class AgentEnvAgentLoop(ToolAgentLoop):
             tool_timeout=float(tool_timeout),
             reset_timeout=float(reset_timeout),
             waits_for_server=True,
+            client="verl",
         )
         self._ran = False
         self._task_id = ""

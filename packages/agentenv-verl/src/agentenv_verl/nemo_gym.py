@@ -13,14 +13,13 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from agentenv.errors import AgentEnvError
+from agentenv.files import locked, write_set
 
 from ._progress import Bar
 
@@ -102,6 +101,10 @@ def nemo_gym_rows(
     return data_source, rows
 
 
+def _jsonl(rows: list[dict[str, Any]]) -> str:
+    return "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
+
+
 def write_nemo_gym(
     url: str,
     out: str | os.PathLike[str],
@@ -112,24 +115,17 @@ def write_nemo_gym(
     agent_name: str | None = None,
     progress: TextIO | None = None,
 ) -> GymWritten:
-    """Write OUT/<split>.jsonl for each split (default: every split); a refusal or an error leaves OUT as it was."""
+    """Write OUT/<split>.jsonl for each split (default: every split) as one set, ``manifest.json`` last
+    (``agentenv.files.write_set``); a refusal or an error leaves OUT as it was."""
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise AgentEnvError(f"OUT {out} is a file; give a folder for the JSONL files")
     data_source, rows = nemo_gym_rows(
         url, splits, token_var=token_var, reset_timeout=reset_timeout, agent_name=agent_name, progress=progress
     )
-    out.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=".agentenv-nemo-gym-", dir=out))
-    try:
-        for name, split_rows in rows.items():
-            with open(staging / f"{name}.jsonl", "w", encoding="utf-8") as f:
-                for row in split_rows:
-                    f.write(json.dumps(row, ensure_ascii=False) + "\n")
-        for name in rows:
-            os.replace(staging / f"{name}.jsonl", out / f"{name}.jsonl")
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+    files = {f"{name}.jsonl": _jsonl(split_rows) for name, split_rows in rows.items()}
+    with locked(out, "OUT"):
+        write_set(out, files, about={"written_by": "agentenv-verl (nemo-gym)", "data_source": data_source})
     return GymWritten(
         out=out,
         files={name: out / f"{name}.jsonl" for name in rows},

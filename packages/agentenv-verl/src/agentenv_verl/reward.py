@@ -229,7 +229,8 @@ class _Settings:
                 f"({{{data_source}: http://host:port}}; it has {', '.join(sorted(self.servers))}), or give "
                 "reward_kwargs.url for every data source"
             )
-        return Shared(url, token_var=self.token_var, reset_timeout=self.reset_timeout, waits_for_server=True)
+        return Shared(url, token_var=self.token_var, reset_timeout=self.reset_timeout, waits_for_server=True,
+                      client="verl")  # fmt: skip
 
 
 _bundles: dict[str, str] = {}  # server URL -> its bundle's name, read once per process

@@ -17,6 +17,7 @@ from typing import Any
 
 from agentenv.logs import warn_once
 
+from ._api import check_single_turn_loop
 from ._version import check_verl, missing_for_agent_loop
 from .dapo import OverlongPenalty
 from .errors import LoopConfigError, NoVerdictError
@@ -31,6 +32,8 @@ try:
     from verl.trainer.ppo.reward import get_custom_reward_fn
 except ModuleNotFoundError as exc:  # verl declares some of its agent loop's imports only in an extra
     raise missing_for_agent_loop(exc) from exc
+
+check_single_turn_loop()  # every verl internal the loop leans on (agentenv_verl._api), before verl builds a loop
 
 __all__ = ["AgentEnvSingleTurnLoop"]
 
@@ -62,7 +65,8 @@ class AgentEnvSingleTurnLoop(SingleTurnAgentLoop):
     would (``reward.reward_kwargs.overlong_buffer_cfg``, ``max_resp_len``): verl's manager does not run on
     samples a loop scored.
 
-    The verl 0.9 internals it leans on: ``SingleTurnAgentLoop.run``; ``AgentLoopOutput.response_ids``,
+    The verl internals it leans on (``agentenv_verl._api.SINGLE_TURN_LOOP``, checked when this module loads):
+    ``SingleTurnAgentLoop.run``; ``AgentLoopOutput.response_ids``,
     ``response_mask``, ``reward_score``, ``num_turns`` and ``extra_fields``; ``get_custom_reward_fn``.
     """
 

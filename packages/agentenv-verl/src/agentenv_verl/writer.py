@@ -12,15 +12,14 @@ import functools
 import json
 import math
 import os
-import shutil
-import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, TextIO
+from typing import TYPE_CHECKING, Any, BinaryIO, Final, TextIO
 
 import yaml
 from agentenv.errors import AgentEnvError
+from agentenv.files import locked, write_set
 from agentenv.plugins import plugins
 
 from ._progress import Bar
@@ -130,6 +129,7 @@ def write(
     chat_template_kwargs: Mapping[str, Any] | None = None,
     max_prompt_length: int | None = None,
     progress: TextIO | None = None,
+    also: Callable[[Written], Mapping[str, str]] | None = None,
 ) -> Written:
     """Write the tasks of the server at ``url`` as verl datasets under ``out``; returns what was written.
 
@@ -141,16 +141,18 @@ def write(
     to agent_loop.yaml (which registers both loops). ``tokenizer`` (a name, a path or a tokenizer) counts
     each prompt with its tools as the chat template renders it, with ``chat_template_kwargs`` (verl's
     ``data.apply_chat_template_kwargs``); ``max_prompt_length`` refuses rows over it before anything is
-    written. ``progress``: where the progress bar goes (None: nowhere).
+    written. ``progress``: where the progress bar goes (None: nowhere). ``also``: more files of the set
+    (name -> text), made from what is written (``agentenv verl dapo`` adds its reward module and config).
 
-    Everything that can be refused without the server is refused before it is read; the files are
-    written to a temporary folder and moved into place, so a refusal or an error leaves ``out`` as it was.
+    Everything that can be refused without the server is refused before it is read. ``out`` is held by
+    this process while it is written (``agentenv.files.locked``), and the files are written as one set
+    (``agentenv.files.write_set``): each file whole, ``manifest.json`` last, listing them. A refusal or an
+    error leaves ``out`` as it was; a killed writer leaves each file whole, old or new.
     """
     out = Path(out)
-    kwargs = dict(chat_template_kwargs or {})
     _check_options(out, attempts, tool_timeout, reset_timeout, tokenizer, max_prompt_length)
     from agentenv.settings import Shared
-    from agentenv.taskapi import iter_tasks, probe, tasks_and_tools  # the session layer loads pydantic: not at import
+    from agentenv.taskapi import probe  # the session layer loads pydantic: not at import
 
     shared = Shared(url, token_var=token_var, tool_timeout=tool_timeout, reset_timeout=reset_timeout)
     shared.token()  # an unset variable is refused now, naming it
@@ -160,53 +162,11 @@ def write(
     info = probe(shared)
     names = list(splits) if splits else list(info.splits)
     data_source = f"agentenv/{info.name}"
-    records: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
-    prompts: list[tuple[str, str, list[dict[str, str]], list[dict[str, Any]] | None]] = []
-    left_out: dict[str, list[str]] = {}
-    if single_turn:
-        for name in names:
-            records[name], left = single_turn_records(iter_tasks(shared, name, info=info), info.name)
-            if left:
-                left_out[name] = left
-        if not any(records.values()):
-            raise AgentEnvError(
-                f"{shared.url} has no single-turn task in {', '.join(names) or 'any split'}: every task has more than "
-                "one turn. Write them for AgentEnvAgentLoop instead (without --single-turn)"
-            )
-        prompts = [(r["extra_info"]["split"], r["extra_info"]["task_id"], r["prompt"], None) for rs in records.values()
-                   for r in rs]  # fmt: skip
-    else:
-        probing = Bar(progress, "probing toolsets", None)
-        rows, tools_by_key = tasks_and_tools(shared, names, progress=lambda key: probing.step())
-        probing.close()
-        steps = _all_steps(shared, rows, [s for s in info.splits if s not in names])
-        tools_json = {
-            k: json.dumps([t.as_openai() for t in tools], ensure_ascii=False) for k, tools in tools_by_key.items()
-        }
-        for row in rows:
-            records[row.split].append(_record(row, loops[0]["name"], data_source, tools_json[row.toolset_key], steps))
-            prompts.append((row.split, row.id, row.messages(), [t.as_openai() for t in tools_by_key[row.toolset_key]]))
+    read = _single_turn_rows if single_turn else _agent_loop_rows
+    records, prompts, left_out = read(shared, info, names, loops[0]["name"], data_source, progress)
+    kwargs = dict(chat_template_kwargs or {})
     longest = _count_prompts(tok, prompts, kwargs, max_prompt_length, progress) if tok is not None else []
-
-    schema = single_turn_schema() if single_turn else arrow_schema()
-    writing = Bar(progress, "writing", len(names) + 1)
-    out.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=".agentenv-verl-", dir=out))
-    try:
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-
-        for name, split_records in records.items():
-            pq.write_table(pa.Table.from_pylist(split_records, schema=schema), staging / f"{name}.parquet")
-            writing.step()
-        (staging / AGENT_LOOP_FILE).write_text(_loop_yaml(loops, out), encoding="utf-8")
-        writing.step()
-        for name in [*(f"{n}.parquet" for n in names), AGENT_LOOP_FILE]:
-            os.replace(staging / name, out / name)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-        writing.close()
-    return Written(
+    written = Written(
         out=out,
         files={name: out / f"{name}.parquet" for name in names},
         rows={name: len(split_records) for name, split_records in records.items()},
@@ -217,11 +177,79 @@ def write(
         single_turn=single_turn,
         left_out=left_out,
     )
+    schema = single_turn_schema() if single_turn else arrow_schema()
+    files: dict[str, Any] = {f"{name}.parquet": _parquet(split, schema) for name, split in records.items()}
+    files[AGENT_LOOP_FILE] = _loop_yaml(loops, out)
+    files.update(also(written) if also is not None else {})
+    writing = Bar(progress, "writing", len(files))
+    about = {"written_by": "agentenv-verl", "data_source": data_source}
+    try:
+        with locked(out, "OUT"):
+            write_set(out, files, about=about, progress=lambda name: writing.step())
+    finally:
+        writing.close()
+    return written
+
+
+Prompt = tuple[str, str, list[dict[str, str]], list[dict[str, Any]] | None]  # split, task id, messages, tools
+Rows = tuple[dict[str, list[dict[str, Any]]], list[Prompt], dict[str, list[str]]]  # records, prompts, left out
+
+
+def _single_turn_rows(
+    shared: Shared, info: Any, names: list[str], agent_name: str, data_source: str, progress: TextIO | None
+) -> Rows:
+    from agentenv.taskapi import iter_tasks
+
+    records: dict[str, list[dict[str, Any]]] = {}
+    left_out: dict[str, list[str]] = {}
+    for name in names:
+        records[name], left = single_turn_records(iter_tasks(shared, name, info=info), info.name)
+        if left:
+            left_out[name] = left
+    if not any(records.values()):
+        raise AgentEnvError(
+            f"{shared.url} has no single-turn task in {', '.join(names) or 'any split'}: every task has more than "
+            "one turn. Write them for AgentEnvAgentLoop instead (without --single-turn)"
+        )
+    prompts: list[Prompt] = [
+        (r["extra_info"]["split"], r["extra_info"]["task_id"], r["prompt"], None) for rs in records.values() for r in rs
+    ]
+    return records, prompts, left_out
+
+
+def _agent_loop_rows(
+    shared: Shared, info: Any, names: list[str], agent_name: str, data_source: str, progress: TextIO | None
+) -> Rows:
+    from agentenv.taskapi import tasks_and_tools
+
+    probing = Bar(progress, "probing toolsets", None)
+    rows, tools_by_key = tasks_and_tools(shared, names, progress=lambda key: probing.step())
+    probing.close()
+    steps = _all_steps(shared, rows, [s for s in info.splits if s not in names])
+    tools_json = {
+        k: json.dumps([t.as_openai() for t in tools], ensure_ascii=False) for k, tools in tools_by_key.items()
+    }
+    records: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
+    prompts: list[Prompt] = []
+    for row in rows:
+        records[row.split].append(_record(row, agent_name, data_source, tools_json[row.toolset_key], steps))
+        prompts.append((row.split, row.id, row.messages(), [t.as_openai() for t in tools_by_key[row.toolset_key]]))
+    return records, prompts, {}
+
+
+def _parquet(records: list[dict[str, Any]], schema: Any) -> Callable[[BinaryIO], None]:
+    def write_to(file: BinaryIO) -> None:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        pq.write_table(pa.Table.from_pylist(records, schema=schema), file)
+
+    return write_to
 
 
 def _count_prompts(
     tok: Any,
-    prompts: list[tuple[str, str, list[dict[str, str]], list[dict[str, Any]] | None]],
+    prompts: list[Prompt],
     kwargs: dict[str, Any],
     max_prompt_length: int | None,
     progress: TextIO | None,

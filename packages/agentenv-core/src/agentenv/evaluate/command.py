@@ -32,7 +32,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "target",
         nargs="?",
         metavar="BUNDLE_OR_URL",
-        help="a bundle folder (served in this process) or an agentenv server's URL",
+        help="a bundle folder or an installed bundle's name (served in this process), or an agentenv server's URL",
     )
     model = parser.add_argument_group("the model")
     model.add_argument("--llm-url", help="the OpenAI-compatible API's base URL, e.g. http://localhost:8000/v1")
@@ -63,6 +63,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
     run_.add_argument("--out", type=Path, help="the results folder (default evals/BUNDLE-MODEL)")
     run_.add_argument(
         "--resume", action="store_true", help="continue the run in --out without replaying finished samples"
+    )
+    run_.add_argument(
+        "--record",
+        type=Path,
+        metavar="DIR",
+        help="write the record of every episode to DIR (a bundle folder only; agentenv view DIR shows them)",
     )
     compare = parser.add_argument_group("comparing runs")
     compare.add_argument(
@@ -121,8 +127,18 @@ def run(args: argparse.Namespace) -> int:
         threshold=args.pass_threshold,
         tool_timeout=args.tool_timeout,
         reset_timeout=args.reset_timeout,
+        record=args.record,
     )
-    summary = run_eval(config)
+    try:
+        summary = run_eval(config)
+    except KeyboardInterrupt:  # each finished sample is on disk already: say how to play only the rest
+        where = str(args.out) if args.out else "the --out folder (by default evals/BUNDLE-MODEL)"
+        again = "the same command" if args.resume else "the same command with --resume"
+        print(
+            f"\ninterrupted: every finished sample is kept in {where}; to play only the rest, run {again}",
+            file=sys.stderr,
+        )
+        raise
     run_ = summary.run
     print(
         f"{run_['model']} on {run_['bundle']} ({', '.join(run_['splits'])}): {run_['samples']} sample(s) per task, "

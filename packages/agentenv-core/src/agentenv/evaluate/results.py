@@ -1,10 +1,11 @@
 """One sample's record, and the results file of a run: one JSON line per sample, each written whole as it ends.
 
-``DIR/results.jsonl`` is appended to one line at a time (one ``write`` of the whole line, then ``fsync``),
-so a crash loses at most the line being written; reading it back drops a half-written last line and
-cuts it off the file. A sample can have several lines (a sample the env lost is played again on
-``--resume``): the last line of a ``(task, sample)`` counts. ``DIR/run.json`` holds the run's settings,
-so ``--resume`` can refuse a run of other settings.
+``DIR/results.jsonl`` is appended to one line at a time (the whole line, then ``fsync``), so a crash
+loses at most the line being written; a line the disk refuses part of is cut off again before the
+error is raised, and reading the file back drops a half-written last line and cuts it off the file.
+One run writes a folder at a time (``agentenv.files.locked``). A sample can have several lines (a
+sample the env lost is played again on ``--resume``): the last line of a ``(task, sample)`` counts.
+``DIR/run.json`` holds the run's settings, so ``--resume`` can refuse a run of other settings.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from ..errors import AgentEnvError
+from ..files import write_all, write_file
 from ..wire import EpisodeResult, Failure
 
 __all__ = ["RESULTS", "RUN", "SUMMARY", "ResultsFile", "Sample", "read_samples"]
@@ -155,8 +157,16 @@ class ResultsFile:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         line = (json.dumps(sample.as_dict(), ensure_ascii=False) + "\n").encode()
-        os.write(self._fd, line)  # one write: a reader never sees another line's bytes inside this one
-        os.fsync(self._fd)
+        start = os.lseek(self._fd, 0, os.SEEK_END)  # one writer: the folder is locked (agentenv.files.locked)
+        try:
+            write_all(self._fd, line)
+            os.fsync(self._fd)
+        except OSError as exc:
+            os.ftruncate(self._fd, start)  # no half line left behind for the next line to follow
+            raise AgentEnvError(
+                f"{self.path}: cannot write the result of task {sample.task!r} sample {sample.sample} "
+                f"({exc.strerror or exc}); the samples before it are kept: fix that, then run again with --resume"
+            ) from None
 
     def close(self) -> None:
         """Close the file."""
@@ -176,11 +186,8 @@ def read_samples(path: str | Path) -> list[Sample]:
 
 
 def write_json(path: Path, data: Any) -> None:
-    """Write ``data`` as JSON through a temporary file, so a reader never sees half of it."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(path.name + ".tmp")
-    temporary.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    os.replace(temporary, path)
+    """Write ``data`` as JSON, whole or not at all (``agentenv.files.write_file``)."""
+    write_file(path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
 
 
 def samples_of(results: Iterable[EpisodeResult], *, split: str, threshold: float = 1.0) -> list[Sample]:

@@ -22,6 +22,8 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from ..errors import AgentEnvError
+from ..files import locked
+from ..installed import find_bundle
 from ..session import Session
 from ..settings import Shared
 from ..wire import TaskRow
@@ -51,12 +53,14 @@ _KEPT = {
 class EvalConfig:
     """What to evaluate and how (the flags of ``agentenv eval``).
 
-    ``target``: a bundle folder (served in this process) or a server URL (``token_var`` names the variable
+    ``target``: a bundle (folder or installed name; served here) or a server URL (``token_var`` names the variable
     holding its token). ``splits``: the splits to play. ``samples``: plays per task. ``concurrency``:
     samples at once. ``max_turns``: completions per task turn. ``attempts``: episodes per sample when the
     env or server loses one. ``out``: the results folder (default ``evals/<bundle>-<model>``). ``resume``:
     continue the results there. ``tasks``: only these task ids; ``limit``: only the first tasks of each
     split. ``ks``: the k of each pass@k (default 1 and ``samples``). ``threshold``: the reward that passes.
+    ``record``: a folder for the record of every episode (``agentenv.record``), for a bundle folder served here (a
+    server at a URL keeps its own: ``agentenv serve --record``).
     """
 
     target: str
@@ -75,6 +79,7 @@ class EvalConfig:
     threshold: float = 1.0
     tool_timeout: float = 60.0
     reset_timeout: float = 300.0
+    record: Path | None = None
 
     def __post_init__(self) -> None:
         for name, flag in (
@@ -121,16 +126,23 @@ def is_url(target: str) -> bool:
 
 
 @contextlib.contextmanager
-def served(config: EvalConfig) -> Iterator[str]:
-    """The URL to play on: ``config.target`` itself, or a loopback server of the bundle folder for the run."""
+def served(config: EvalConfig) -> Iterator[Shared]:
+    """Where to play: ``config.target`` itself (its token from ``--token-var``), or a loopback server of the bundle
+    folder for the run, which answers this process only (its token, ``local_token``, is handed over in memory)."""
+    timeouts = {"tool_timeout": config.tool_timeout, "reset_timeout": config.reset_timeout}
     if is_url(config.target):
-        yield config.target
+        if config.record is not None:
+            raise AgentEnvError(
+                f"--record {config.record}: a server at a URL records its own episodes; start it with agentenv serve "
+                "BUNDLE --record DIR, or evaluate the bundle folder here with --record"
+            )
+        yield Shared(config.target, token_var=config.token_var, client="eval", **timeouts)
         return
-    folder = Path(config.target)
+    folder = find_bundle(config.target)  # an installed bundle's name gives its folder
     if not (folder / "bundle.yaml").is_file():
         raise AgentEnvError(
-            f"{config.target}: neither a server URL (http://host:port) nor a bundle folder (no "
-            "bundle.yaml there); fix BUNDLE_OR_URL"
+            f"{config.target}: neither a server URL (http://host:port), a bundle folder (no bundle.yaml there) "
+            "nor an installed bundle's name (agentenv bundles lists them); fix BUNDLE_OR_URL"
         )
     if config.token_var:
         raise AgentEnvError(
@@ -139,21 +151,25 @@ def served(config: EvalConfig) -> Iterator[str]:
         )
     try:
         from agentenv_server import ServerThread, build_app
+        from agentenv_server.runner import local_token
     except ImportError:
         raise AgentEnvError(
             f"evaluating the bundle folder {config.target} serves it in this process, which needs "
             "agentenv-server: pip install agentenv-server (or serve it with agentenv serve and "
             "pass its URL)"
         ) from None
+    token = local_token()
     app = build_app(
         folder,
+        token=token,
         max_concurrent_envs=config.concurrency,
         tool_timeout=config.tool_timeout,
         reset_timeout=config.reset_timeout,
+        record=config.record,
     )
     server = ServerThread(app).start()
     try:
-        yield server.url
+        yield Shared(server.url, bearer=token, client="eval", **timeouts)
     finally:
         server.stop()
 
@@ -214,60 +230,67 @@ async def evaluate(config: EvalConfig, *, stream: TextIO | None = None) -> Summa
     the run (the samples finished so far are kept; ``resume=True`` continues).
     """
     began = time.monotonic()
-    with served(config) as url:
-        shared = Shared(
-            url, token_var=config.token_var, tool_timeout=config.tool_timeout, reset_timeout=config.reset_timeout
-        )
+    with served(config) as shared:
         bundle, rows, capacity = await asyncio.to_thread(_rows, shared, config)
         settings = config.settings(bundle)
         out = config.out or Path("evals") / f"{_slug(bundle)}-{_slug(config.endpoint.model)}"
-        have = _prepare(out, config, settings)
-        plan = [(row, i) for i in range(config.samples) for row in rows]
-        keys = {(row.id, i) for row, i in plan}
-        latest = {key: s for key, s in have.items() if key in keys}
-        todo = deque((row, i) for row, i in plan if (s := latest.get((row.id, i))) is None or s.outcome == "failed")
-        workers = min(config.concurrency, len(todo))
-        if capacity and workers > capacity:
-            log.warning(
-                "--concurrency %d is more than %s holds at once (max_concurrent_envs=%d); playing %d at once",
-                workers,
-                url,
-                capacity,
-                capacity,
-            )
-            workers = capacity
-        progress = Progress(len(plan), done=len(plan) - len(todo), stream=stream)
-        results = ResultsFile(out / RESULTS)
-        client = ChatClient(config.endpoint)
-        complete = False
-        try:
-            if todo:
-                await client.check()
-                progress.start()
-                played = dataclasses.replace(shared, waits_for_server=True)  # a busy server is waited out, not lost
-                await _play_all(played, client, todo, workers, config, results, latest, progress)
-                progress.close()
-            complete = True
-        except EndpointError as exc:
-            done = sum(1 for s in latest.values() if s.outcome != "failed")
-            if not done:
-                raise
-            raise EndpointError(
-                f"{exc} ({done} of {len(plan)} samples are finished in {out / RESULTS}: once it is "
-                "fixed, --resume plays the rest)",
-                kind=exc.kind,
-            ) from None
-        finally:
-            results.close()
-            await client.aclose()
-            run = {
-                **settings,
-                "out": str(out),
-                "complete": complete,
-                "wall_seconds": round(time.monotonic() - began, 3),
-            }
-            summary = summarize(latest.values(), ks=config.pass_ks, threshold=config.threshold, run=run)
-            summary.write(out / SUMMARY)
+        with locked(out, "--out"):  # a second run on this folder would append to the same results
+            return await _run(config, shared, rows, capacity, settings, out, began, stream)
+
+
+async def _run(
+    config: EvalConfig,
+    shared: Shared,
+    rows: list[TaskRow],
+    capacity: int,
+    settings: dict[str, Any],
+    out: Path,
+    began: float,
+    stream: TextIO | None,
+) -> Summary:
+    """Play what ``out`` lacks of the run, appending each sample; write the summary however it ends."""
+    have = _prepare(out, config, settings)
+    plan = [(row, i) for i in range(config.samples) for row in rows]
+    keys = {(row.id, i) for row, i in plan}
+    latest = {key: s for key, s in have.items() if key in keys}
+    todo = deque((row, i) for row, i in plan if (s := latest.get((row.id, i))) is None or s.outcome == "failed")
+    workers = min(config.concurrency, len(todo))
+    if capacity and workers > capacity:
+        log.warning(
+            "--concurrency %d is more than %s holds at once (max_concurrent_envs=%d); playing %d at once",
+            workers,
+            shared.url,
+            capacity,
+            capacity,
+        )
+        workers = capacity
+    progress = Progress(len(plan), done=len(plan) - len(todo), stream=stream)
+    results = ResultsFile(out / RESULTS)
+    client = ChatClient(config.endpoint)
+    complete = False
+    try:
+        if todo:
+            await client.check()
+            progress.start()
+            played = dataclasses.replace(shared, waits_for_server=True)  # a busy server is waited out, not lost
+            await _play_all(played, client, todo, workers, config, results, latest, progress)
+            progress.close()
+        complete = True
+    except EndpointError as exc:
+        done = sum(1 for s in latest.values() if s.outcome != "failed")
+        if not done:
+            raise
+        raise EndpointError(
+            f"{exc} ({done} of {len(plan)} samples are finished in {out / RESULTS}: once it is "
+            "fixed, --resume plays the rest)",
+            kind=exc.kind,
+        ) from None
+    finally:
+        results.close()
+        await client.aclose()
+        run = {**settings, "out": str(out), "complete": complete, "wall_seconds": round(time.monotonic() - began, 3)}
+        summary = summarize(latest.values(), ks=config.pass_ks, threshold=config.threshold, run=run)
+        summary.write(out / SUMMARY)
     return summary
 
 

@@ -1,0 +1,31 @@
+"""What a program agentenv starts for the policy may reach.
+
+Its environment is an allowlist (``environ``); its files, processes and network are a sandbox's (``backend``: the
+seam, ``bwrap``: bubblewrap, ``nobox``: ``none``, the explicit hole, ``choice``: which one is in force), with
+limits (``limits``). See docs/sandbox.md, "What the policy can reach".
+"""
+
+from __future__ import annotations
+
+from .backend import Limits, Opening, Prepared, Program, SandboxBackend, SandboxUnavailable, signal_breach
+from .choice import VAR, current, runs_programs, use
+from .environ import BASE_VARS, keep_secret, passed_anywhere, program_environ, secrets_kept
+
+__all__ = [
+    "BASE_VARS",
+    "VAR",
+    "Limits",
+    "Opening",
+    "Prepared",
+    "Program",
+    "SandboxBackend",
+    "SandboxUnavailable",
+    "current",
+    "keep_secret",
+    "passed_anywhere",
+    "program_environ",
+    "runs_programs",
+    "secrets_kept",
+    "signal_breach",
+    "use",
+]
