@@ -37,3 +37,14 @@ def play(url: str, task: str, text: str = "ping", *, replies: tuple[str, ...] = 
 def console_errors(driver: Any) -> list[dict[str, Any]]:
     """The browser console's errors since the last call."""
     return [entry for entry in driver.get_log("browser") if entry["level"] == "SEVERE"]
+
+
+def follow(driver: Any, element: Any, timeout: float = 10.0) -> None:
+    """Click ``element`` and wait until the page it leads to has replaced this one: a click that submits a form or
+    follows a link returns before the browser navigates, and the old page's elements go stale under a reader."""
+    from selenium.webdriver.support import expected_conditions
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    page = driver.find_element("tag name", "html")
+    element.click()
+    WebDriverWait(driver, timeout).until(expected_conditions.staleness_of(page))

@@ -10,7 +10,7 @@ import httpx
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import Select
 
-from tests.viewer.support import HOSTILE, console_errors
+from tests.viewer.support import HOSTILE, console_errors, follow
 
 SHOTS = os.environ.get("AGENTENV_VIEWER_SHOTS")  # a folder: the pages' screenshots are saved there (docs/images)
 
@@ -38,7 +38,7 @@ def test_the_episodes_page_loads_clean_and_the_filters_narrow_the_table(records,
     assert len(rows(browser)) == 5
     shot(browser, "episodes")
     Select(browser.find_element(By.ID, "f-outcome")).select_by_value("failed")
-    browser.find_element(By.ID, "apply").click()
+    follow(browser, browser.find_element(By.ID, "apply"))
     assert rows(browser) == [{"task": "deploy-fails", "outcome": "failed", "reward": "-", "attempts": "2"}]
     browser.get(view.url + "?replayed=1")
     assert [r["task"] for r in rows(browser)] == ["deploy-fails"]
@@ -53,7 +53,7 @@ def test_the_episodes_page_loads_clean_and_the_filters_narrow_the_table(records,
 def test_an_episode_page_shows_its_tool_calls_scores_and_failures(records, viewer, browser):
     view = viewer(records)
     browser.get(view.url + "?task=two-turn")
-    browser.find_element(By.CSS_SELECTOR, "#episodes tbody tr a").click()
+    follow(browser, browser.find_element(By.CSS_SELECTOR, "#episodes tbody tr a"))
     calls = browser.find_elements(By.CSS_SELECTOR, ".call")
     assert [c.find_element(By.CSS_SELECTOR, ".tool").text for c in calls] == ["echo", "no_such_tool"] * 2
     assert "unknown tool" in calls[1].find_element(By.CSS_SELECTOR, ".answer").text
@@ -63,7 +63,7 @@ def test_an_episode_page_shows_its_tool_calls_scores_and_failures(records, viewe
     assert browser.find_element(By.ID, "outcome").text == "scored"
     shot(browser, "episode")
     browser.get(view.url + "?task=deploy-fails")
-    browser.find_element(By.CSS_SELECTOR, "#episodes tbody tr a").click()
+    follow(browser, browser.find_element(By.CSS_SELECTOR, "#episodes tbody tr a"))
     failures = browser.find_element(By.ID, "failures").text
     assert failures.count("deploy") >= 4 and "(last)" in failures
     assert console_errors(browser) == []
