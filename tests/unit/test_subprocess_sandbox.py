@@ -10,6 +10,7 @@ import sys
 import sysconfig
 from pathlib import Path
 
+import pytest
 from agentenv import load_bundle
 
 from tests.unit.core_helpers import copy_bundle, patch, play
@@ -35,7 +36,7 @@ for line in sys.stdin:
 """
 ENV = """  probe:
     kind: subprocess
-    command: [python, probe.py]
+    command: [python, probe.py{extra}]
     sandbox: {files: [data]}
 """
 TASK = """id: probe
@@ -47,13 +48,15 @@ turns:
 """
 
 
-async def test_the_program_sees_its_files_and_nothing_else_of_the_bundle(tmp_path):
+# "." as an argument: before, the bundle folder a command named was bound whole, tasks and verifiers with it
+@pytest.mark.parametrize("extra", ["", ", ."], ids=["files", "dot-argument"])
+async def test_the_program_sees_its_files_and_nothing_else_of_the_bundle(tmp_path, extra):
     bundle = copy_bundle(tmp_path)
     (bundle / "probe.py").write_text(PROBE)
     (bundle / "data").mkdir()
     (bundle / "data" / "notes.json").write_text(json.dumps({"code": 4217}))
     (bundle / "tasks" / "probe.yaml").write_text(TASK)
-    patch(bundle / "bundle.yaml", "envs:\n", "envs:\n" + ENV)
+    patch(bundle / "bundle.yaml", "envs:\n", "envs:\n" + ENV.replace("{extra}", extra))
     codes = [
         "open('data/notes.json').read()",
         "open('tasks/echo.yaml').read()",

@@ -118,8 +118,10 @@ class AgentProcess:
         pass_env: Iterable[str] = (),
         sandbox: SandboxSpec | None = None,
         openings: tuple[Opening, ...] = (),
+        bundle_dir: Path | None = None,
     ) -> None:
         self.launch = launch
+        self.bundle_dir = bundle_dir.resolve() if bundle_dir is not None else None
         self.dirs = dirs
         self.name = name
         self.pass_env = tuple(pass_env)
@@ -131,7 +133,7 @@ class AgentProcess:
     def _program(self, env: dict[str, str], relays: Relays | None) -> Program:
         argv = relayed_argv(self.launch.argv, relays) if relays is not None else self.launch.argv
         readable = [*program_paths(self.launch.argv, env.get("PATH", "")), *([RELAY] if relays else [])]
-        readable += [Path(a) for a in self.launch.argv[1:] if os.path.isabs(a) and os.path.exists(a)]
+        readable += [p for p in self._named() if p.exists()]
         return Program(
             tuple(argv),
             env,
@@ -144,6 +146,18 @@ class AgentProcess:
             limits=self.sandbox.limits(),
             name=self.name,
         )
+
+    def _named(self) -> list[Path]:
+        """The host paths it may read besides its program: the absolute ones its command names and its spec's
+        ``sandbox.files`` (relative to the bundle folder); never the bundle folder itself or a folder above it
+        (``{bundle}`` as an argument would show the policy every task, verifier and answer key)."""
+        named = [Path(a).resolve() for a in self.launch.argv[1:] if os.path.isabs(a)]
+        if self.bundle_dir is not None:
+            named += [(self.bundle_dir / f).resolve() for f in self.sandbox.files]
+            named = [p for p in named if not self.bundle_dir.is_relative_to(p)]
+        else:
+            named = [p for p in named if p.is_file()]  # a folder could hold the bundle: only files without one
+        return named
 
     async def run(self) -> AgentExit:
         """Start the agent, wait for it to exit, read its reply. ``OSError`` when it cannot be started."""

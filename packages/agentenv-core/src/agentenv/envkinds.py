@@ -288,12 +288,12 @@ def _environ(spec: EnvSpec, scratch: Path) -> dict[str, str]:
 
 
 def program_of(spec: EnvSpec, bundle_dir: Path, scratch: Path) -> Program:
-    """The sandbox's view of a subprocess env's program: the bundle files its command names and its
-    ``sandbox.files`` lists (read-only), its interpreter's packages when it is ``python``, ``scratch`` as its
-    private HOME and TMPDIR."""
+    """The sandbox's view of a subprocess env's program: the bundle files its command names (not the folder: an
+    argument "." would show every task and verifier) and its ``sandbox.files`` lists (read-only), its interpreter's
+    packages when it is ``python``, ``scratch`` as its private HOME and TMPDIR."""
     argv = _argv(spec)
     root = bundle_dir.resolve()
-    named = [root / a for a in (spec.command or [])[1:] if not os.path.isabs(a) and (root / a).exists()]
+    named = [root / a for a in (spec.command or [])[1:] if not os.path.isabs(a) and (root / a).resolve() != root]
     listed = [root / f for f in spec.sandbox.files]
     readable = [p.resolve() for p in (*named, *listed) if p.resolve().is_relative_to(root) and p.exists()]
     if argv and argv[0] == sys.executable:

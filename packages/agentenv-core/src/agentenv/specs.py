@@ -65,7 +65,8 @@ class SandboxSpec(_Model):
 
     files: list[str] = Field(default_factory=list)
     """Bundle files and folders it may read (``[env.py, data/]``, relative to the bundle folder); it sees nothing
-    else of the bundle (never its tasks or verifiers). A subprocess env also reads the files its command names."""
+    else of the bundle (never its tasks or verifiers). A subprocess env also reads the files its command names, an
+    agent the absolute paths its command names; neither ever the bundle folder itself or one above it."""
     write: list[str] = Field(default_factory=list)
     """Host files and folders a subprocess env or an agent may write, opened on purpose (absolute, or relative to
     the bundle folder; ``$NAME`` at the start is the value of a variable its ``pass_env`` names). A file that does

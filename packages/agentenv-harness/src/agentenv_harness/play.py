@@ -238,7 +238,13 @@ class Play:
         except AgentEnvError as exc:
             raise _fail("deploy", str(exc)) from None
         return AgentProcess(
-            launch, dirs, name=role, pass_env=request.spec.pass_env, sandbox=request.spec.sandbox, openings=openings
+            launch,
+            dirs,
+            name=role,
+            pass_env=request.spec.pass_env,
+            sandbox=request.spec.sandbox,
+            openings=openings,
+            bundle_dir=request.bundle_dir,
         )
 
     async def _wait(self, process: AgentProcess, role: str) -> AgentExit:
