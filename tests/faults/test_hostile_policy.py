@@ -143,6 +143,14 @@ def test_the_servers_port_and_other_loopback_services_are_not_reachable(matrix: 
         assert "reached" not in answer and "Connection refused" in answer, answer
 
 
+def test_no_user_namespace_of_its_own_gives_it_root(matrix: Matrix, tmp_path: Path) -> None:
+    # a user namespace of its own makes the policy root there, with capabilities: the door most kernel privilege
+    # escalations go through (nftables, overlayfs); bwrap --disable-userns shuts it
+    answers, _, _ = hostile(matrix, tmp_path, "unshare --user --map-root-user id -u; echo rc=$?", "id -u")
+    assert "rc=1" in answers[0] and "unshare failed" in answers[0], answers[0]
+    assert answers[1].startswith("1000\n")
+
+
 def test_a_fork_bomb_stops_at_the_process_limit(matrix: Matrix, tmp_path: Path) -> None:
     answers, _, _ = hostile(matrix, tmp_path, "bomb() { bomb | bomb & }; bomb; sleep 2; echo tried", "echo alive")
     assert "[process limit (64 processes) reached]" in answers[0]

@@ -10,7 +10,8 @@ container. What a program sees in it:
   as fresh tmpfs of ``disk_mb`` each; a ``/proc`` of its own PID namespace and a minimal ``/dev``. Nothing else:
   not the bundle folder (only the files an env declares), not the server's scratch, not other episodes'.
 - processes: its own PID namespace (the server and other episodes are not there to read or signal), a user
-  namespace where it is uid 1000 with no capabilities, its own IPC and UTS namespaces, a new session (no
+  namespace where it is uid 1000 with no capabilities and may make no user namespace of its own (the door most
+  kernel privilege escalations go through; bubblewrap 0.8 and newer), its own IPC and UTS namespaces, a new session (no
   terminal to inject keys into), killed with the server (``--die-with-parent``) and everything in it killed at
   once when its first process ends.
 - network: its own network namespace with only ``lo`` (``network: host`` shares the host's, on purpose).
@@ -65,6 +66,19 @@ def _interpreter_links() -> tuple[tuple[str, str], ...]:
     return tuple(links)
 
 
+@functools.cache
+def _forbids_nested_userns(executable: str) -> bool:
+    """Whether this bwrap can forbid the sandbox making user namespaces (``--disable-userns``: bubblewrap 0.8+)."""
+    path = shutil.which(executable)
+    if path is None:
+        return False
+    try:
+        done = subprocess.run([path, "--help"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return "--disable-userns" in done.stdout
+
+
 class BwrapBackend:
     """Runs each ``Program`` in its own bubblewrap sandbox (see the module docstring)."""
 
@@ -97,9 +111,12 @@ class BwrapBackend:
         cgroups = f"memory and process limits by cgroup {support[0]}" if support else (
             "NO memory or process limits (no cgroup this process may write)"
         )  # fmt: skip
+        nested = "no nested user namespaces"
+        if not _forbids_nested_userns(self.executable):
+            nested = "nested user namespaces ALLOWED (bubblewrap older than 0.8: upgrade it to forbid them)"
         return (
-            "bwrap: own mount, PID, user, IPC, UTS and network namespaces, system folders read-only, no capabilities; "
-            f"{cgroups}; CPU time and file size by rlimit"
+            "bwrap: own mount, PID, user, IPC, UTS and network namespaces, system folders read-only, no capabilities, "
+            f"{nested}; {cgroups}; CPU time and file size by rlimit"
         )
 
     def prepare(self, program: Program) -> Prepared:
@@ -117,6 +134,8 @@ class BwrapBackend:
     def _base_args(self, program: Program) -> list[str]:
         args = ["--unshare-all", "--unshare-user", "--uid", str(UID), "--gid", str(UID), "--cap-drop", "ALL"]
         args += ["--die-with-parent", "--new-session", "--hostname", "sandbox"]
+        if _forbids_nested_userns(self.executable):
+            args.append("--disable-userns")
         if program.network == "host":
             args.append("--share-net")
         if program.init:
