@@ -130,114 +130,139 @@ def from_events(text: str, lines: dict[tuple[str | int, ...], int] | None) -> An
     try:
         get = loader.get_event
         get()  # stream start
-        event = get()
-        if isinstance(event, yaml.StreamEndEvent):
+        if isinstance(get(), yaml.StreamEndEvent):
             return None
-        resolve = loader.resolve
-        constructors = loader.yaml_constructors
-        resolved = _resolved
-        if len(resolved) > 100_000:
-            resolved.clear()
-        # one frame per open collection: the container, the key waiting for its value (maps), its path
-        containers: list[Any] = []
-        keys: list[Any] = []
-        raw_keys: list[Any] = []
-        paths: list[tuple[str | int, ...]] = []
-        root: Any = None
-        scalar, map_start, seq_start = yaml.ScalarEvent, yaml.MappingStartEvent, yaml.SequenceStartEvent
-        map_end, seq_end, doc_end = yaml.MappingEndEvent, yaml.SequenceEndEvent, yaml.DocumentEndEvent
-        while True:
-            event = get()
-            kind = event.__class__
-            if kind is scalar:
-                tag = event.tag
-                if event.anchor is not None or (tag is not None and tag != "!"):
-                    raise Unusual
-                raw = event.value
-                if event.implicit[0]:  # plain: typed by YAML 1.1's implicit resolvers, as safe_load does
-                    value = resolved.get(raw, _NO_KEY)
-                    if value is _NO_KEY:
-                        tag = resolve(yaml.ScalarNode, raw, (True, False))
-                        if tag == _STR:
-                            value = raw
-                        elif tag in constructors and tag != "tag:yaml.org,2002:merge":
-                            value = typed_value(loader, tag, raw, event)
-                        else:
-                            raise Unusual
-                        if len(raw) <= _KEEP:
-                            resolved[raw] = value
-                else:
-                    value = raw
-                opened = False
-            elif kind is map_start or kind is seq_start:
-                tag = event.tag
-                if event.anchor is not None or (tag is not None and tag != "!") or len(containers) >= MAX_DEPTH:
-                    raise Unusual  # (too deep: _bounded says where)
-                value, raw, opened = ({} if kind is map_start else []), None, True
-            elif kind is map_end or kind is seq_end:
-                value = containers.pop()
-                keys.pop()
-                raw_keys.pop()
-                if lines is not None:
-                    paths.pop()
-                if not containers:
-                    root = value
-                    continue
-                parent = containers[-1]
-                if parent.__class__ is dict:
-                    parent[keys[-1]] = value
-                    keys[-1] = _NO_KEY
-                else:
-                    parent.append(value)
-                continue
-            elif kind is doc_end:
-                break
-            else:  # an alias (or anything else): the full loader decides
-                raise Unusual
-            # a new node: a scalar (placed now) or a collection (placed when it ends)
-            if not containers:
-                if opened:
-                    containers.append(value)
-                    keys.append(_NO_KEY)
-                    raw_keys.append(None)
-                    if lines is not None:
-                        paths.append(())
-                else:
-                    root = value
-                continue
-            parent = containers[-1]
-            if parent.__class__ is dict:
-                if keys[-1] is _NO_KEY:  # this node is a key
-                    if opened:
-                        raise Unusual  # a collection as a key: the full loader says what is wrong
-                    keys[-1] = value
-                    raw_keys[-1] = raw
-                    if lines is not None:
-                        lines[(*paths[-1], raw)] = event.start_mark.line + 1
-                    continue
-                if opened:
-                    if lines is not None:
-                        paths.append((*paths[-1], raw_keys[-1]))
-                    containers.append(value)
-                    keys.append(_NO_KEY)
-                    raw_keys.append(None)
-                else:
-                    parent[keys[-1]] = value
-                    keys[-1] = _NO_KEY
-            else:
-                if lines is not None:
-                    here = (*paths[-1], len(parent))
-                    lines[here] = event.start_mark.line + 1
-                if opened:
-                    if lines is not None:
-                        paths.append(here)
-                    containers.append(value)
-                    keys.append(_NO_KEY)
-                    raw_keys.append(None)
-                else:
-                    parent.append(value)
+        root = _document(loader, lines)
         if not isinstance(get(), yaml.StreamEndEvent):
             raise Unusual  # a second document: the full loader refuses it, saying so
         return root
     finally:
         loader.dispose()
+
+
+def _document(loader: Any, lines: dict[tuple[str | int, ...], int] | None) -> Any:
+    """The value of the document whose start ``loader`` has just read, built from its events through its end."""
+    get = loader.get_event
+    resolved = _resolved
+    if len(resolved) > 100_000:
+        resolved.clear()
+    # one frame per open collection: the container, the key waiting for its value (maps), its path
+    containers: list[Any] = []
+    keys: list[Any] = []
+    raw_keys: list[Any] = []
+    paths: list[tuple[str | int, ...]] = []
+    root: Any = None
+    scalar, map_start, seq_start = yaml.ScalarEvent, yaml.MappingStartEvent, yaml.SequenceStartEvent
+    map_end, seq_end, doc_end = yaml.MappingEndEvent, yaml.SequenceEndEvent, yaml.DocumentEndEvent
+    while True:
+        event = get()
+        kind = event.__class__
+        if kind is scalar:
+            tag = event.tag
+            if event.anchor is not None or (tag is not None and tag != "!"):
+                raise Unusual
+            raw = event.value
+            if event.implicit[0]:  # plain: typed by YAML 1.1's implicit resolvers, as safe_load does
+                value = resolved.get(raw, _NO_KEY)
+                if value is _NO_KEY:
+                    value = _plain(loader, raw, event)
+            else:
+                value = raw
+            opened = False
+        elif kind is map_start or kind is seq_start:
+            tag = event.tag
+            if event.anchor is not None or (tag is not None and tag != "!") or len(containers) >= MAX_DEPTH:
+                raise Unusual  # (too deep: _bounded says where)
+            value, raw, opened = ({} if kind is map_start else []), None, True
+        elif kind is map_end or kind is seq_end:
+            value = containers.pop()
+            keys.pop()
+            raw_keys.pop()
+            if lines is not None:
+                paths.pop()
+            if not containers:
+                root = value
+                continue
+            parent = containers[-1]
+            if parent.__class__ is dict:
+                parent[keys[-1]] = value
+                keys[-1] = _NO_KEY
+            else:
+                parent.append(value)
+            continue
+        elif kind is doc_end:
+            return root
+        else:  # an alias (or anything else): the full loader decides
+            raise Unusual
+        if containers or opened:
+            _place(value, raw, opened, event, containers, keys, raw_keys, paths, lines)
+        else:
+            root = value
+
+
+def _plain(loader: Any, raw: str, event: yaml.ScalarEvent) -> Any:
+    """The value of plain scalar ``raw`` as YAML 1.1's implicit resolvers type it, kept in ``_resolved`` if short;
+    ``Unusual`` for a merge key or a tag without a constructor."""
+    tag = loader.resolve(yaml.ScalarNode, raw, (True, False))
+    if tag == _STR:
+        value = raw
+    elif tag in loader.yaml_constructors and tag != "tag:yaml.org,2002:merge":
+        value = typed_value(loader, tag, raw, event)
+    else:
+        raise Unusual
+    if len(raw) <= _KEEP:
+        _resolved[raw] = value
+    return value
+
+
+def _place(
+    value: Any,
+    raw: str | None,
+    opened: bool,
+    event: yaml.NodeEvent,
+    containers: list[Any],
+    keys: list[Any],
+    raw_keys: list[Any],
+    paths: list[tuple[str | int, ...]],
+    lines: dict[tuple[str | int, ...], int] | None,
+) -> None:
+    """Place a new node in the open collection: a scalar now, a collection (``opened``) by opening its frame, where
+    it is placed when it ends; with no collection open, open the root's frame."""
+    if not containers:
+        containers.append(value)
+        keys.append(_NO_KEY)
+        raw_keys.append(None)
+        if lines is not None:
+            paths.append(())
+        return
+    parent = containers[-1]
+    if parent.__class__ is dict:
+        if keys[-1] is _NO_KEY:  # this node is a key
+            if opened:
+                raise Unusual  # a collection as a key: the full loader says what is wrong
+            keys[-1] = value
+            raw_keys[-1] = raw
+            if lines is not None:
+                lines[(*paths[-1], raw)] = event.start_mark.line + 1
+            return
+        if opened:
+            if lines is not None:
+                paths.append((*paths[-1], raw_keys[-1]))
+            containers.append(value)
+            keys.append(_NO_KEY)
+            raw_keys.append(None)
+        else:
+            parent[keys[-1]] = value
+            keys[-1] = _NO_KEY
+    else:
+        if lines is not None:
+            here = (*paths[-1], len(parent))
+            lines[here] = event.start_mark.line + 1
+        if opened:
+            if lines is not None:
+                paths.append(here)
+            containers.append(value)
+            keys.append(_NO_KEY)
+            raw_keys.append(None)
+        else:
+            parent.append(value)
