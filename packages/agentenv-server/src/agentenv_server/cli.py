@@ -83,18 +83,10 @@ def run(args: argparse.Namespace) -> int:
     from agentenv import procs
 
     from .app import build_app
-    from .runner import Server, is_loopback, uvicorn_config
+    from .runner import Server, uvicorn_config
 
     token = read_token(args.token_var)
-    if bool(args.ssl_keyfile) != bool(args.ssl_certfile):
-        raise AgentEnvError("--ssl-keyfile and --ssl-certfile go together: give both (a PEM key and its certificate)")
-    if token is None and not is_loopback(args.host) and not args.allow_no_token:
-        raise AgentEnvError(
-            f"--host {args.host} is reachable from other machines and no token is set: give --token-var NAME "
-            "(and export NAME=<token>), or pass --allow-no-token if the network is trusted"
-        )
-    if args.ray and args.ors:
-        raise AgentEnvError("--ors serves one process: drop --ray (or --ors)")
+    _check_serving(args, token)
     if args.ray:
         if args.sandbox:
             raise AgentEnvError(
@@ -105,10 +97,7 @@ def run(args: argparse.Namespace) -> int:
         from .ors import run_ors
 
         return run_ors(args, token)
-    given = [f for f, v in (("--replicas", args.replicas), ("--autoscale", args.autoscale),
-                            ("--ray-address", args.ray_address)) if v is not None]  # fmt: skip
-    if given:
-        raise AgentEnvError(f"{', '.join(given)} only apply with --ray (agentenv serve BUNDLE --ray {given[0]} ...)")
+    _refuse_ray_options(args)
     sock = _listen(args.host, args.port)  # taken first: a busy port is said before anything claims to serve
     port = sock.getsockname()[1]
     app = build_app(
@@ -132,18 +121,7 @@ def run(args: argparse.Namespace) -> int:
     bundle = app.state.agentenv.bundle
     _refuse_passing_the_token(bundle, args.token_var)
     print(f"agentenv: {sandbox_note(bundle, args.sandbox)}", file=sys.stderr, flush=True)
-    auth = f"bearer token from ${args.token_var}" if token else "no token"
-    if args.record:
-        print(f"agentenv: recording every episode under {args.record}", file=sys.stderr, flush=True)
-    scheme = "https" if args.ssl_certfile else "http"
-    print(
-        f"agentenv: serving bundle {bundle.name!r} ({len(bundle.tasks)} tasks; splits {', '.join(bundle.splits)}) "
-        f"on {scheme}://{args.host}:{port} with {auth}",
-        file=sys.stderr,
-        flush=True,
-    )
-    print(f"agentenv: {app.state.capacity_note}; {app.state.agentenv.threads.size} tool threads; shutdown grace "
-          f"{args.shutdown_grace:g} s", file=sys.stderr, flush=True)  # fmt: skip
+    _say_serving(args, app, token, port)
     config = uvicorn_config(
         app,
         host=args.host,
@@ -162,6 +140,58 @@ def run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, _exit_cleanly)
     Server(config, grace=args.shutdown_grace, watchdog=True).run(sockets=[sock])
     return 0
+
+
+def _check_serving(args: argparse.Namespace, token: str | None) -> None:
+    """Refuse (``AgentEnvError``) half a TLS pair, a host reachable from other machines without a token unless
+    ``--allow-no-token``, and ``--ray`` with ``--ors``."""
+    from .runner import is_loopback
+
+    if bool(args.ssl_keyfile) != bool(args.ssl_certfile):
+        raise AgentEnvError("--ssl-keyfile and --ssl-certfile go together: give both (a PEM key and its certificate)")
+    if token is None and not is_loopback(args.host) and not args.allow_no_token:
+        raise AgentEnvError(
+            f"--host {args.host} is reachable from other machines and no token is set: give --token-var NAME "
+            "(and export NAME=<token>), or pass --allow-no-token if the network is trusted"
+        )
+    if args.ray and args.ors:
+        raise AgentEnvError("--ors serves one process: drop --ray (or --ors)")
+
+
+def _refuse_ray_options(args: argparse.Namespace) -> None:
+    """Refuse (``AgentEnvError``) ``--replicas``, ``--autoscale`` and ``--ray-address`` without ``--ray``."""
+    given = [
+        f
+        for f, v in (
+            ("--replicas", args.replicas),
+            ("--autoscale", args.autoscale),
+            ("--ray-address", args.ray_address),
+        )
+        if v is not None
+    ]
+    if given:
+        raise AgentEnvError(f"{', '.join(given)} only apply with --ray (agentenv serve BUNDLE --ray {given[0]} ...)")
+
+
+def _say_serving(args: argparse.Namespace, app: Any, token: str | None, port: int) -> None:
+    """Print to stderr what is served, where, with which auth, and with what capacity (and the record's folder)."""
+    bundle = app.state.agentenv.bundle
+    auth = f"bearer token from ${args.token_var}" if token else "no token"
+    if args.record:
+        print(f"agentenv: recording every episode under {args.record}", file=sys.stderr, flush=True)
+    scheme = "https" if args.ssl_certfile else "http"
+    print(
+        f"agentenv: serving bundle {bundle.name!r} ({len(bundle.tasks)} tasks; splits {', '.join(bundle.splits)}) "
+        f"on {scheme}://{args.host}:{port} with {auth}",
+        file=sys.stderr,
+        flush=True,
+    )
+    print(
+        f"agentenv: {app.state.capacity_note}; {app.state.agentenv.threads.size} tool threads; shutdown grace "
+        f"{args.shutdown_grace:g} s",
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 def _listen(host: str, port: int) -> socket.socket:
