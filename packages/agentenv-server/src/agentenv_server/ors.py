@@ -56,11 +56,27 @@ def ors_app(
         from openreward.environments import Environment, Server, Split, ToolSpec
     except ImportError:
         raise AgentEnvError(f"agentenv serve --ors needs the openreward SDK: {ORS_EXTRA}") from None
-    capacity = asyncio.Semaphore(max_concurrent_envs)
     splits = [Split(name=s, type=s if s in ("train", "validation", "test") else "validation") for s in bundle.splits]
     episode_options = {"tool_timeout": tool_timeout, "deploy_timeout": reset_timeout, "reward": reward}
+    adapter = _adapter(Environment, ToolSpec, bundle, splits, max_concurrent_envs, episode_options)
+    app = Server([adapter], return_errors="exception").app
+    if token is not None:
+        app.add_middleware(_TokenCheck, token=token)
+    return app
 
-    class BundleEnvironment(Environment):
+
+def _adapter(
+    base: type,
+    tool_spec: type,
+    bundle: Bundle,
+    splits: list[Any],
+    max_concurrent_envs: int,
+    episode_options: dict[str, Any],
+) -> Any:
+    """The ``Environment`` subclass (``base``) that plays ``bundle``'s episodes, ``max_concurrent_envs`` at once."""
+    capacity = asyncio.Semaphore(max_concurrent_envs)
+
+    class BundleEnvironment(base):  # type: ignore[valid-type,misc]
         """One ORS session: one episode of the task its spec names."""
 
         def __init__(self, task_spec: Any = {}, secrets: dict[str, str] = {}) -> None:  # noqa: B006 (the base's)
@@ -85,7 +101,7 @@ def ors_app(
         @classmethod
         def list_tools(cls) -> Any:
             # the task's own tools come with its session (/task_tools)
-            return super().list_tools().model_copy(update={"tools": [ToolSpec(**END_TURN)]})
+            return super().list_tools().model_copy(update={"tools": [tool_spec(**END_TURN)]})
 
         async def _started(self) -> None:
             if self._start is None:
@@ -110,47 +126,52 @@ def ors_app(
                     capacity.release()
 
         def get_prompt(self) -> list[Any]:
-            from openreward.environments import TextBlock
-
-            text = (
-                f"{self.task.system}\n\n{self.task.turns[0].prompt}" if self.task.system else self.task.turns[0].prompt
-            )
-            return [TextBlock(text=text)]
+            return _prompt(self.task)
 
         def get_messages(self) -> list[Any]:
-            from openreward.environments import Message, TextBlock
-
-            first = Message(role="user", blocks=[TextBlock(text=self.task.turns[0].prompt)])
-            return (
-                [Message(role="system", blocks=[TextBlock(text=self.task.system)]), first]
-                if self.task.system
-                else [first]
-            )
+            return _messages(self.task)
 
         async def list_task_tools(self) -> Any:
             from openreward.environments import ListToolsOutput
 
             await self._started()
-            return ListToolsOutput(tools=[ToolSpec(**_spec(t)) for t in self.episode.tools])
+            return ListToolsOutput(tools=[tool_spec(**_spec(t)) for t in self.episode.tools])
 
         async def _call_tool(self, name: str, input: Any) -> Any:
             if self._episode_finished:  # the end was said once, with its reward: nothing is scored twice
                 return self._episode_finished_error(name)
-            if name == "end_turn":
-                reply = input.get("reply") if isinstance(input, dict) else None
-                if not isinstance(reply, str):
-                    step = Step(text="end_turn takes one argument, reply (a string): your answer", error=True)
-                else:
-                    step = await self.episode.end_turn(reply)
-            else:
-                step = await self.episode.call(name, input if isinstance(input, dict) else {})
+            step = await _play(self.episode, name, input)
             self._episode_finished = step.result is not None
             return _answer(step)
 
-    app = Server([BundleEnvironment], return_errors="exception").app
-    if token is not None:
-        app.add_middleware(_TokenCheck, token=token)
-    return app
+    return BundleEnvironment
+
+
+def _prompt(task: Task) -> list[Any]:
+    """The ORS prompt of ``task``: its system text, then its first turn's prompt, as one text block."""
+    from openreward.environments import TextBlock
+
+    text = f"{task.system}\n\n{task.turns[0].prompt}" if task.system else task.turns[0].prompt
+    return [TextBlock(text=text)]
+
+
+def _messages(task: Task) -> list[Any]:
+    """The ORS messages of ``task``: its system text (where it has one) and its first turn's prompt, by role."""
+    from openreward.environments import Message, TextBlock
+
+    first = Message(role="user", blocks=[TextBlock(text=task.turns[0].prompt)])
+    return [Message(role="system", blocks=[TextBlock(text=task.system)]), first] if task.system else [first]
+
+
+async def _play(episode: Episode, name: str, input: Any) -> Step:
+    """The step of tool call ``name(input)``: ``end_turn`` ends the turn with its reply, any other name is the
+    task's tool; an ``end_turn`` without a string ``reply`` is answered as an error."""
+    if name == "end_turn":
+        reply = input.get("reply") if isinstance(input, dict) else None
+        if not isinstance(reply, str):
+            return Step(text="end_turn takes one argument, reply (a string): your answer", error=True)
+        return await episode.end_turn(reply)
+    return await episode.call(name, input if isinstance(input, dict) else {})
 
 
 def _task(bundle: Bundle, spec: Any) -> Task:
