@@ -154,17 +154,43 @@ def build_app(
                     threads=ToolThreads(pool_size(tool_threads)), max_message_bytes=max_message_bytes,
                     recorder=recorder)  # fmt: skip
     app = FastAPI(title=f"agentenv: {bundle.name}", description=bundle.description, openapi_url=None)
+    server = _openenv_server(app, served, capacity)
+    _own_routes(app, served, capacity)
+    access = Access(token.encode() if token else None, allow_origins=allow_origins, allow_no_token=allow_no_token)
+    heads = HeadGate(room=fds.spare)  # the transport's (runner.uvicorn_config): its descriptors come out of fds.spare
+    guard = GuardState(access=access, heads=heads, max_message_bytes=max_message_bytes,
+                       idle_timeout=idle_timeout, capacity=capacity, fds=fds,
+                       capacity_fix=lambda: server.capacity_fix)  # fmt: skip
+    _tear_down_at_shutdown(app, served, guard)
+    _deploy_ahead(app, served, guard, warm=warm, deploy_timeout=reset_timeout, capacity=capacity, fds=fds)
+    app.add_middleware(Guard, state=guard)
+    _watched(served, guard, capacity)
+    app.state.agentenv = served
+    app.state.openenv = server
+    app.state.max_message_bytes = max_message_bytes
+    app.state.max_frame_bytes = max_frame_bytes or max(MIN_FRAME_BYTES, 4 * max_message_bytes)
+    app.state.guard = guard
+    app.state.heads = heads
+    app.state.capacity_note = f"{note}; {served.ahead.describe()}"
+    return app
+
+
+def _openenv_server(app: FastAPI, served: Served, capacity: int) -> _AgentEnvHTTPServer:
+    """OpenEnv's server of ``served``, its routes on ``app``: those in ``SERVED_ROUTES``, no others."""
     server = _AgentEnvHTTPServer(
         env=functools.partial(BundleEnvironment, served),
         action_cls=EpisodeAction,
         observation_cls=EpisodeObservation,
         max_concurrent_envs=capacity,
-        env_name=bundle.name,
+        env_name=served.bundle.name,
     )
     server.register_routes(app)
     app.router.routes[:] = [r for r in app.router.routes if getattr(r, "path", None) in SERVED_ROUTES]
+    return server
 
-    _own_routes(app, served, capacity)
+
+def _tear_down_at_shutdown(app: FastAPI, served: Served, guard: GuardState) -> None:
+    """Make ``app``'s first shutdown step end every running episode, close the recorder and stop the idle reaper."""
 
     async def teardown_all() -> None:
         """On shutdown, end every episode still running before the process exits."""
@@ -176,30 +202,25 @@ def build_app(
             guard.reaper = None
 
     app.router.on_shutdown.insert(0, teardown_all)
-    access = Access(token.encode() if token else None, allow_origins=allow_origins, allow_no_token=allow_no_token)
-    heads = HeadGate(room=fds.spare)  # the transport's (runner.uvicorn_config): its descriptors come out of fds.spare
-    guard = GuardState(access=access, heads=heads, max_message_bytes=max_message_bytes,
-                       idle_timeout=idle_timeout, capacity=capacity, fds=fds,
-                       capacity_fix=lambda: server.capacity_fix)  # fmt: skip
+
+
+def _deploy_ahead(
+    app: FastAPI, served: Served, guard: GuardState, *, warm: int, deploy_timeout: float, capacity: int, fds: FdBudget
+) -> None:
+    """Give ``served`` and ``guard`` the deployments kept ``warm`` ahead (``Ahead``), in the room the sessions and
+    descriptors leave, filled when ``app`` starts."""
     ahead = served.ahead = guard.ahead = Ahead(
-        bundle, warm, threads=served.threads, deploy_timeout=reset_timeout,
+        served.bundle,
+        warm,
+        threads=served.threads,
+        deploy_timeout=deploy_timeout,
         room=lambda: min(capacity - len(guard.connections) - ahead.held, fds.room()),
-    )  # fmt: skip
+    )
 
     async def deploy_ahead() -> None:
         ahead.fill()
 
     app.router.on_startup.append(deploy_ahead)
-    app.add_middleware(Guard, state=guard)
-    _watched(served, guard, capacity)
-    app.state.agentenv = served
-    app.state.openenv = server
-    app.state.max_message_bytes = max_message_bytes
-    app.state.max_frame_bytes = max_frame_bytes or max(MIN_FRAME_BYTES, 4 * max_message_bytes)
-    app.state.guard = guard
-    app.state.heads = heads
-    app.state.capacity_note = f"{note}; {served.ahead.describe()}"
-    return app
 
 
 def _check_reward(bundle: Bundle, reward: RewardArg) -> None:
