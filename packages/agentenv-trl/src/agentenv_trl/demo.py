@@ -22,7 +22,7 @@ import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from agentenv.bundle import Bundle, load_bundle
 from agentenv.errors import AgentEnvError
@@ -31,9 +31,12 @@ from agentenv.evaluate import Summary
 from .controls import REWARD_SOURCES, controlled_reward
 from .demo_progress import Progress
 from .demo_report import DemoReport, EvalRow, StepRow, eval_summary, summary_file, tally, write_outputs
-from .demo_trainer import eval_batch_size, grpo_config, no_checkpointing, on_cpu, step_recorder
+from .demo_trainer import eval_batch_size, grpo_trainer, no_checkpointing, on_cpu
 from .env import AgentEnv
 from .solutions import reference_conversations, tool_methods
+
+if TYPE_CHECKING:
+    from .tiny import Conversation
 
 __all__ = [
     "DemoConfig",
@@ -214,11 +217,9 @@ def _train(
     seconds: dict[str, float],
     summaries: dict[str, Summary],
 ) -> DemoReport:
+    """Build the model, warm-start it, and measure the eval split before and after the GRPO steps, as ``run_demo``
+    says; the phases' times go into ``seconds``, each eval's summary into ``summaries``."""
     import torch
-    from transformers.trainer_callback import PrinterCallback, ProgressCallback
-    from trl import GRPOTrainer
-
-    from . import tiny
 
     torch.manual_seed(config.seed)
     started = time.monotonic()
@@ -232,58 +233,19 @@ def _train(
         file=out,
         flush=True,
     )
-    if config.model:
-        from transformers import AutoModelForCausalLM, AutoTokenizer
-
-        tokenizer = AutoTokenizer.from_pretrained(config.model)
-        model = AutoModelForCausalLM.from_pretrained(config.model, dtype=torch.float32)
-        model_name = config.model
-    else:
-        tokenizer = tiny.tiny_tokenizer(conversations)  # train conversations only: eval is unseen
-        model = tiny.tiny_model(tokenizer, hidden_size=config.hidden_size, layers=config.layers, seed=config.seed)
-        model_name = f"tiny Qwen3 ({sum(p.numel() for p in model.parameters()) / 1e6:.1f}M parameters, built here)"
+    model, tokenizer, model_name = _model(config, conversations)
     seconds["setup"] = time.monotonic() - started
     print(f"model: {model_name}", file=out, flush=True)
 
     steps = config.warm_steps()
-    losses: list[float] = []
-    if steps:
-        started = time.monotonic()
-        share = config.text_answers if texts else 0.0
-        if share:
-            print(f"warm start: {share:.0%} of the conversations answer in plain text instead of with end_turn "
-                  "(and score 0)", file=out, flush=True)  # fmt: skip
-        with Progress(steps, "warm start", progress) as bar:
-            losses = tiny.warm_start(
-                model,
-                tokenizer,
-                conversations + texts,
-                weights=[1 - share] * len(conversations) + [share] * len(texts),
-                steps=steps,
-                learning_rate=config.warm_start_learning_rate,
-                decay=True,
-                seed=config.seed,
-                batch_size=8,
-                progress=lambda step, loss: bar.update(1, loss=f"{loss:.3f}"),
-            )
-        seconds["warm start"] = time.monotonic() - started
+    losses = _warm_start(config, model, tokenizer, conversations, texts, steps, out, progress, seconds)
 
     eval_set = env.dataset_for(eval_split) if eval_split else None
     eval_rows = len(eval_set) if eval_set is not None else 0
     eval_batch = eval_batch_size(config, eval_rows)
-    args = grpo_config(config, folder / "trl", eval_batch)
-    trainer = GRPOTrainer(
-        model=model,
-        processing_class=tokenizer,
-        args=args,
-        train_dataset=train,
-        eval_dataset=eval_set,
-        environment_factory=factory,
+    trainer, recorder = grpo_trainer(
+        config, env, model, tokenizer, train, eval_set, factory, folder, eval_batch, progress
     )
-    trainer.remove_callback(ProgressCallback)
-    trainer.remove_callback(PrinterCallback)  # the table at the end says it once, in columns
-    recorder = step_recorder(env, config.steps, progress)
-    trainer.add_callback(recorder)
     report = DemoReport(
         bundle=bundle.name,
         model=model_name,
@@ -309,23 +271,100 @@ def _train(
         run = {"bundle": bundle.name, "split": eval_split, "model": model_name, "seed": config.seed, "when": when}
         summary = eval_summary(results, split=eval_split, samples=config.eval_generations, run=run)
         summaries[when] = summary
-        row = EvalRow(
-            when=when,
-            episodes=summary.overall.samples,
-            scored=summary.overall.scored,
-            failed=summary.overall.failed,
-            reward=summary.overall.mean_reward,
-            reward_std=tally(results)["reward_std"],
-            pass_at_1=summary.overall.pass_at.get("1"),
-            trl_reward=metrics.get("eval_reward"),
-            tool_calls=metrics.get("eval_tools/call_frequency"),
-            seconds=round(spent, 2),
-        )
+        row = _eval_row(when, summary, results, metrics, spent)
         report.evals.append(row)
         seconds["eval"] = seconds.get("eval", 0.0) + spent
         print(f"eval {when}: reward {_show(row.reward)} over {row.episodes} episodes", file=out, flush=True)
 
     evaluate("before GRPO")
+    report.steps.extend(_grpo(config, env, trainer, recorder, seconds))
+    evaluate("after GRPO")
+    report.episodes_on_server = env._app.state.agentenv.episodes_started
+    return report
+
+
+def _model(config: DemoConfig, conversations: list[Conversation]) -> tuple[Any, Any, str]:
+    """The model, its tokenizer and the name the report gives it: ``--model``'s, or a tiny one built for
+    ``conversations``."""
+    import torch
+
+    from . import tiny
+
+    if config.model:
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(config.model)
+        model = AutoModelForCausalLM.from_pretrained(config.model, dtype=torch.float32)
+        return model, tokenizer, config.model
+    tokenizer = tiny.tiny_tokenizer(conversations)  # train conversations only: eval is unseen
+    model = tiny.tiny_model(tokenizer, hidden_size=config.hidden_size, layers=config.layers, seed=config.seed)
+    return (
+        model,
+        tokenizer,
+        f"tiny Qwen3 ({sum(p.numel() for p in model.parameters()) / 1e6:.1f}M parameters, built here)",
+    )
+
+
+def _warm_start(
+    config: DemoConfig,
+    model: Any,
+    tokenizer: Any,
+    conversations: list[Conversation],
+    texts: list[Any],
+    steps: int,
+    out: TextIO,
+    progress: TextIO,
+    seconds: dict[str, float],
+) -> list[float]:
+    """Fit ``model`` for ``steps`` steps to the reference ``conversations`` and, ``config.text_answers`` of the time,
+    the ``texts`` that answer in plain text; the loss of each step (none when ``steps`` is 0)."""
+    from . import tiny
+
+    if not steps:
+        return []
+    started = time.monotonic()
+    share = config.text_answers if texts else 0.0
+    if share:
+        print(
+            f"warm start: {share:.0%} of the conversations answer in plain text instead of with end_turn (and score 0)",
+            file=out,
+            flush=True,
+        )
+    with Progress(steps, "warm start", progress) as bar:
+        losses = tiny.warm_start(
+            model,
+            tokenizer,
+            conversations + texts,
+            weights=[1 - share] * len(conversations) + [share] * len(texts),
+            steps=steps,
+            learning_rate=config.warm_start_learning_rate,
+            decay=True,
+            seed=config.seed,
+            batch_size=8,
+            progress=lambda step, loss: bar.update(1, loss=f"{loss:.3f}"),
+        )
+    seconds["warm start"] = time.monotonic() - started
+    return losses
+
+
+def _eval_row(when: str, summary: Summary, results: list[Any], metrics: dict[str, Any], spent: float) -> EvalRow:
+    """The report's row of the eval ``when``: ``summary`` of its ``results``, with what TRL measured (``metrics``)."""
+    return EvalRow(
+        when=when,
+        episodes=summary.overall.samples,
+        scored=summary.overall.scored,
+        failed=summary.overall.failed,
+        reward=summary.overall.mean_reward,
+        reward_std=tally(results)["reward_std"],
+        pass_at_1=summary.overall.pass_at.get("1"),
+        trl_reward=metrics.get("eval_reward"),
+        tool_calls=metrics.get("eval_tools/call_frequency"),
+        seconds=round(spent, 2),
+    )
+
+
+def _grpo(config: DemoConfig, env: AgentEnv, trainer: Any, recorder: Any, seconds: dict[str, float]) -> list[StepRow]:
+    """Run the GRPO steps on the reward ``config`` names; a row for each step, with what TRL logged of it."""
     begin = time.monotonic()
     env.results.clear()
     columns = {cls.__name__ for cls in env.environments.values()}
@@ -333,9 +372,10 @@ def _train(
         trainer.train()
     seconds["grpo"] = time.monotonic() - begin
     logged = {h["step"]: h for h in trainer.state.log_history if "reward" in h and "step" in h}
+    rows = []
     for step, results, spent in recorder.per_step:
         entry = logged.get(step, {})
-        report.steps.append(
+        rows.append(
             StepRow(
                 step=step,
                 **tally(results),
@@ -344,9 +384,7 @@ def _train(
                 seconds=round(spent, 2),
             )
         )
-    evaluate("after GRPO")
-    report.episodes_on_server = env._app.state.agentenv.episodes_started
-    return report
+    return rows
 
 
 def _show(value: float | None) -> str:

@@ -1,4 +1,5 @@
-"""The demo's side of TRL: the GRPOConfig it trains with, the eval batch, and a callback that records each step.
+"""The demo's side of TRL: the GRPOConfig it trains with, the eval batch, the trainer, and a callback that records
+each step.
 
 Imports TRL and torch when called, not when imported.
 """
@@ -19,7 +20,7 @@ if TYPE_CHECKING:
     from .demo import DemoConfig
     from .env import AgentEnv
 
-__all__ = ["eval_batch_size", "grpo_config", "no_checkpointing", "on_cpu", "step_recorder"]
+__all__ = ["eval_batch_size", "grpo_config", "grpo_trainer", "no_checkpointing", "on_cpu", "step_recorder"]
 
 
 def on_cpu(config: DemoConfig) -> bool:
@@ -117,3 +118,35 @@ def step_recorder(env: AgentEnv, total: int, stream: TextIO) -> Any:
                 self.bar.close()
 
     return Recorder()
+
+
+def grpo_trainer(
+    config: DemoConfig,
+    env: AgentEnv,
+    model: Any,
+    tokenizer: Any,
+    train: Any,
+    eval_set: Any,
+    factory: Any,
+    folder: Path,
+    eval_batch: int,
+    progress: TextIO,
+) -> tuple[Any, Any]:
+    """TRL's ``GRPOTrainer`` of ``model`` on ``train`` (its own progress and metrics lines removed), and the callback
+    that records each of its steps."""
+    from transformers.trainer_callback import PrinterCallback, ProgressCallback
+    from trl import GRPOTrainer
+
+    trainer = GRPOTrainer(
+        model=model,
+        processing_class=tokenizer,
+        args=grpo_config(config, folder / "trl", eval_batch),
+        train_dataset=train,
+        eval_dataset=eval_set,
+        environment_factory=factory,
+    )
+    trainer.remove_callback(ProgressCallback)
+    trainer.remove_callback(PrinterCallback)  # the table at the end says it once, in columns
+    recorder = step_recorder(env, config.steps, progress)
+    trainer.add_callback(recorder)
+    return trainer, recorder
