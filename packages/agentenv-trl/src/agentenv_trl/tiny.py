@@ -20,6 +20,8 @@ SPECIAL = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 Conversation = tuple[list[dict[str, Any]], list[Callable[..., Any]]]
 """Chat messages (TRL's form: assistant ``tool_calls``, ``tool`` messages) and the tools shown with them."""
 
+_Rows = list[tuple[list[int], list[int]]]  # a conversation's token ids and its labels (-100: not trained on)
+
 
 def tiny_tokenizer(
     conversations: Sequence[Conversation] = (), texts: Iterable[str] = (), *, vocab_size: int = 1024
@@ -141,20 +143,7 @@ def warm_start(
 
     if steps <= 0 or not conversations:
         return []
-    groups: dict[tuple[str, ...], list[tuple[list[int], list[int]]]] = {}
-    shares: dict[tuple[str, ...], list[float]] = {}
-    for number, conversation in enumerate(conversations):
-        text = render(tokenizer, conversation)
-        encoded = tokenizer(text, return_offsets_mapping=True, add_special_tokens=False)
-        spans = _assistant_spans(tokenizer, conversation, text)
-        labels = []
-        for token, (start, end) in zip(encoded["input_ids"], encoded["offset_mapping"]):
-            trained = spans is None or any(s <= start and end <= e for s, e in spans)
-            labels.append(token if trained else -100)
-        # conversations with the same tools open with the same system prompt and tool list, most of each sequence
-        tools = tuple(getattr(t, "__name__", str(t)) for t in conversation[1])
-        groups.setdefault(tools, []).append((encoded["input_ids"], labels))
-        shares.setdefault(tools, []).append(1.0 if weights is None else float(weights[number]))
+    groups, shares = _grouped(tokenizer, conversations, weights)
     batches = [(rows, _common_prefix([ids for ids, _ in rows])) for rows in groups.values()]
     row_weights = [torch.tensor(shares[key]) for key in groups]
     group_weights = torch.tensor([float(sum(shares[key])) for key in groups])
@@ -176,15 +165,7 @@ def warm_start(
         else:
             drawn = min(batch_size, int((row_weights[g] > 0).sum()))
             pick = torch.multinomial(row_weights[g], drawn, replacement=False, generator=generator).tolist()
-        width = max(len(rows[i][0]) for i in pick) - prefix
-        ids = torch.full((len(pick), width), tokenizer.pad_token_id)
-        labels = torch.full((len(pick), width), -100)
-        mask = torch.zeros((len(pick), width), dtype=torch.long)
-        for row, i in enumerate(pick):
-            n = len(rows[i][0]) - prefix
-            ids[row, :n] = torch.tensor(rows[i][0][prefix:])
-            labels[row, :n] = torch.tensor(rows[i][1][prefix:])
-            mask[row, :n] = 1
+        ids, labels, mask = _batch(tokenizer, [rows[i] for i in pick], prefix)
         cache = None
         if prefix:
             # the shared opening is computed once, without gradients; the rest of each conversation attends to it
@@ -205,6 +186,45 @@ def warm_start(
             progress(step + 1, losses[-1])
     model.eval()
     return losses
+
+
+def _grouped(
+    tokenizer: Any, conversations: Sequence[Conversation], weights: Sequence[float] | None
+) -> tuple[dict[tuple[str, ...], _Rows], dict[tuple[str, ...], list[float]]]:
+    """Each conversation's token ids and labels (the assistant's tokens only, where its spans are found), and its
+    weight, grouped by the names of the tools shown with it."""
+    groups: dict[tuple[str, ...], _Rows] = {}
+    shares: dict[tuple[str, ...], list[float]] = {}
+    for number, conversation in enumerate(conversations):
+        text = render(tokenizer, conversation)
+        encoded = tokenizer(text, return_offsets_mapping=True, add_special_tokens=False)
+        spans = _assistant_spans(tokenizer, conversation, text)
+        labels = []
+        for token, (start, end) in zip(encoded["input_ids"], encoded["offset_mapping"]):
+            trained = spans is None or any(s <= start and end <= e for s, e in spans)
+            labels.append(token if trained else -100)
+        # conversations with the same tools open with the same system prompt and tool list, most of each sequence
+        tools = tuple(getattr(t, "__name__", str(t)) for t in conversation[1])
+        groups.setdefault(tools, []).append((encoded["input_ids"], labels))
+        shares.setdefault(tools, []).append(1.0 if weights is None else float(weights[number]))
+    return groups, shares
+
+
+def _batch(tokenizer: Any, picked: _Rows, prefix: int) -> tuple[Any, Any, Any]:
+    """The ids, labels and attention mask of the ``picked`` rows past their first ``prefix`` tokens, padded to the
+    longest (torch tensors)."""
+    import torch
+
+    width = max(len(ids) for ids, _ in picked) - prefix
+    ids = torch.full((len(picked), width), tokenizer.pad_token_id)
+    labels = torch.full((len(picked), width), -100)
+    mask = torch.zeros((len(picked), width), dtype=torch.long)
+    for row, (row_ids, row_labels) in enumerate(picked):
+        n = len(row_ids) - prefix
+        ids[row, :n] = torch.tensor(row_ids[prefix:])
+        labels[row, :n] = torch.tensor(row_labels[prefix:])
+        mask[row, :n] = 1
+    return ids, labels, mask
 
 
 def _cache_argument() -> str:
