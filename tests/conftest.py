@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import collections
+import gc
 import os
 import signal
 import socket
@@ -211,3 +212,12 @@ def serve_process() -> Iterator[Callable[..., ServeProcess]]:
     for process in started:
         if process.proc is not None and process.proc.poll() is None:
             process.terminate()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Collect the garbage the tests left (stopped servers' loops and their pending tasks) before the run's summary:
+    a collection whose finalizers run in the middle of the compile of a module imported then (the hypothesis
+    plugin imports hypothesis there) trips CPython 3.11's "AST constructor recursion depth mismatch" SystemError
+    (cpython gh-106905), which fails a run whose tests all passed."""
+    gc.collect()

@@ -4,9 +4,15 @@ rollout, nobody but its solver spends it, nobody but its solver reaches the epis
 from __future__ import annotations
 
 import asyncio
+import sys
+from pathlib import Path
+from urllib.parse import urlparse
 
 import httpx
 import pytest
+from agentenv.agentproc import AgentDirs, AgentProcess
+from agentenv.agents import Launch
+from agentenv.sandbox import Opening
 from agentenv.wire import Tool
 from agentenv_harness.capture import CaptureProxy
 from agentenv_harness.mcp import ToolServer
@@ -54,6 +60,36 @@ def test_a_model_call_needs_a_rollouts_key_and_lands_in_that_rollout_only(proxy,
     assert engine.chats()[-1]["model"] == "tiny/policy"  # the proxy sent the pinned name, not the agent's
     [turn] = proxy.trace(first).turns
     assert len(turn.per_token_logps) == len(turn.completion_token_ids) == sum(turn.loss_mask) > 0
+
+
+CALL_WITH = """
+import json, sys, urllib.error, urllib.request
+for key in sys.argv[2:]:
+    request = urllib.request.Request(sys.argv[1], json.dumps({chat}).encode(),
+                                     {{"Authorization": "Bearer " + key, "Content-Type": "application/json"}})
+    try:
+        print(key[:6], urllib.request.urlopen(request, timeout=60).status)
+    except urllib.error.HTTPError as exc:
+        print(key[:6], exc.code, exc.read().decode())
+"""
+
+
+def test_a_sandboxed_solver_cannot_spend_another_rollouts_key(proxy, tmp_path: Path):
+    # rollout B came by rollout A's key (a transcript, a log): through B's sandbox, whose relay to the proxy is bound
+    # to B's key, A's key (and the admin key) are refused, and nothing lands in A's trace
+    theirs, mine = open_session(proxy), open_session(proxy)
+    admin = proxy.admin_headers["Authorization"].removeprefix("Bearer ")
+    url = f"{proxy.url}/v1/chat/completions"
+    program = CALL_WITH.format(chat=repr(CHAT))
+    launch = Launch(argv=(sys.executable, "-c", program, url, theirs, admin, mine), env={})
+    opening = Opening(urlparse(proxy.url).port or 0, "127.0.0.1", mine)
+    exit_ = asyncio.run(AgentProcess(launch, AgentDirs(tmp_path / "agent"), openings=(opening,)).run())
+    lines = exit_.output.splitlines()
+    assert exit_.code == 0, exit_.output
+    assert lines[0].startswith(f"{theirs[:6]} 403 this API key was not given to this sandbox"), exit_.output
+    assert lines[1].startswith(f"{admin[:6]} 403 "), exit_.output
+    assert lines[2] == f"{mine[:6]} 200", exit_.output
+    assert (proxy.calls(theirs), proxy.calls(mine)) == (0, 1)
 
 
 def test_the_episodes_mcp_server_needs_its_bearer_token():

@@ -83,11 +83,14 @@ class AgentExit:
 
 
 def openings_for(request: AgentRequest) -> tuple[Opening, ...]:
-    """The loopback endpoints an agent's sandbox opens: its model endpoint's and its MCP server's.
+    """The loopback endpoints an agent's sandbox opens, each bound to the key it was given: its model endpoint's
+    and its MCP server's.
     ``AgentEnvError`` naming the fix when one is on another machine and its ``sandbox.network`` is ``none``."""
-    urls = [request.endpoint.base_url, *([request.mcp.url] if request.mcp is not None else [])]
+    urls = [(request.endpoint.base_url, request.endpoint.api_key)]
+    if request.mcp is not None:
+        urls.append((request.mcp.url, request.mcp.token))
     found = []
-    for url in urls:
+    for url, key in urls:
         parts = urlparse(url)
         if not is_loopback(parts.hostname or ""):
             if request.spec.sandbox.network == "none":
@@ -97,8 +100,8 @@ def openings_for(request: AgentRequest) -> tuple[Opening, ...]:
                 )
             continue
         port = parts.port or (443 if parts.scheme == "https" else 80)
-        found.append(Opening(port, parts.hostname or "127.0.0.1"))
-    return tuple(dict.fromkeys(found))
+        found.append(Opening(port, parts.hostname or "127.0.0.1", key))
+    return tuple({o.port: o for o in reversed(found)}.values())[::-1]  # one relay per port, the first's key
 
 
 class AgentProcess:

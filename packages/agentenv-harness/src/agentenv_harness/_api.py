@@ -27,6 +27,7 @@ OPENENV_INTERNALS: Final[tuple[Internal, ...]] = (
     Internal(f"{_CAPTURE}:require_llm", parameters=("llm_url", "model", "timeout", "require_tokens")),
     Internal(f"{_CAPTURE}:to_training_trace", parameters=("graph", "document")),
     Internal(f"{_CAPTURE}.export:export_session", parameters=("session", "include_messages", "capture_level")),
+    Internal(f"{_CAPTURE}.sessions:extract_api_key", parameters=("headers",)),
     Internal("openenv.core.harness:ResourceSession"),
     Internal("openenv.core.harness:ResourceSessionFactory"),
     Internal("openenv.core.harness:ToolResult"),

@@ -5,7 +5,9 @@ normalizes every call to a chat completion, asks the engine for token ids and lo
 each call of a session (keyed by the API key the agent sends) as a turn TRL can train on. Here it is
 served on a free loopback port with its session routes (create, list, read, delete) behind a random
 admin key that only this process knows, so an agent can neither list nor read other rollouts; each
-rollout gets a fresh key, handed only to its solver.
+rollout gets a fresh key, handed only to its solver. A sandboxed solver reaches the proxy through its sandbox's
+relay, which is bound to the key it was given (``agentenv.sandbox.relay``): a call through it with any other key
+(a sibling's, the admin key) is refused with 403, so no rollout can write into another's trace.
 """
 
 from __future__ import annotations
@@ -77,6 +79,30 @@ async def policy_model(http: httpx.AsyncClient, llm_url: str, model: str, lora_n
     return max(versions)[1] if versions else model
 
 
+class _RelayKeyGuard:
+    """ASGI middleware: an HTTP request that came through a sandbox's keyed relay carrying another key gets 403."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        from agentenv.sandbox.relay import relayed_key
+        from openenv.core.harness.capture.sessions import extract_api_key
+
+        client = scope.get("client") if scope["type"] == "http" else None
+        bound = relayed_key(client[1]) if client else None
+        if bound is not None:
+            headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope.get("headers") or []}
+            if not secrets.compare_digest((extract_api_key(headers) or "").encode(), bound.encode()):
+                body = b"this API key was not given to this sandbox: each rollout calls the model with its own key"
+                await send(
+                    {"type": "http.response.start", "status": 403, "headers": [(b"content-type", b"text/plain")]}
+                )
+                await send({"type": "http.response.body", "body": body})
+                return
+        await self.app(scope, receive, send)
+
+
 class CaptureProxy:
     """The capture proxy for one engine, served on ``127.0.0.1``; ``url`` is what a solver is pointed at.
 
@@ -98,7 +124,7 @@ class CaptureProxy:
             max_model_calls=max_model_calls,
             max_output_tokens=max_output_tokens,
         )
-        self._server = LoopbackServer(self.app, name="agentenv-capture-proxy")
+        self._server = LoopbackServer(_RelayKeyGuard(self.app), name="agentenv-capture-proxy")
         self.url = self._server.url
 
     @property

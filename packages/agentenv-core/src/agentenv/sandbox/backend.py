@@ -60,6 +60,7 @@ class Opening:
 
     port: int
     host: str = "127.0.0.1"
+    key: str | None = None  # the one API key this sandbox may present there (``relay.relayed_key``); None: any
 
 
 @dataclass(frozen=True)

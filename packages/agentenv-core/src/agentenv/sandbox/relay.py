@@ -4,6 +4,10 @@ A program that must reach its model proxy or its MCP server (``agentenv.sandbox.
 ``_relay.py``, which listens on the same ``127.0.0.1:PORT`` inside the sandbox's own network namespace and passes
 each connection to a unix socket in a folder the sandbox reads; here, ``Relays`` accepts on that socket and
 connects to the host's ``host:port``. So the program reaches that endpoint and nothing else of the host's network.
+
+An opening with a ``key`` is bound to it: while a relayed connection is open, ``relayed_key`` tells the endpoint
+(served in this process: the capture proxy) which key the sandbox behind it was given, so a rollout that came by
+another rollout's key cannot write its calls into that rollout's trace.
 """
 
 from __future__ import annotations
@@ -16,9 +20,16 @@ from pathlib import Path
 
 from .backend import Opening
 
-__all__ = ["RELAY", "Relays", "relayed_argv"]
+__all__ = ["RELAY", "Relays", "relayed_argv", "relayed_key"]
 
 RELAY = Path(__file__).with_name("_relay.py")
+_KEYS: dict[int, str] = {}  # the local port of each open relayed connection of a keyed opening -> its key
+
+
+def relayed_key(port: int) -> str | None:
+    """The key the sandbox behind the relayed loopback connection from local ``port`` was given for its
+    endpoint; None when that connection is not a keyed opening's (the trainer's own, an unsandboxed agent's)."""
+    return _KEYS.get(port)
 
 
 class Relays:
@@ -63,9 +74,13 @@ async def _forward(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, o
     except OSError:
         writer.close()
         return
+    port = up_writer.get_extra_info("sockname")[1]
+    if opening.key is not None:
+        _KEYS[port] = opening.key  # before any of the sandbox's bytes go up
     try:
         await asyncio.gather(_pump(reader, up_writer), _pump(up_reader, writer))
     finally:
+        _KEYS.pop(port, None)  # before the port is free to be another connection's
         for w in (writer, up_writer):
             w.close()
 
