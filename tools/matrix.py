@@ -8,7 +8,7 @@ fails on a release in range that ``versions`` lacks; ``nox -s canary`` asks it f
 each and tests that one with the upper bound lifted (``lifted``). tests/unit/test_release.py checks every
 version listed is inside its range. The noxfile's trainer sessions are parametrized from these lists.
 
-Checked against the index on 2026-12-02.
+Checked against the index on 2026-12-03.
 
     python -m tools.matrix           # the versions check (nox -s versions)
     python -m tools.matrix newest OUT.json   # the newest release of each axis (nox -s canary)
@@ -100,9 +100,12 @@ MATRIX: dict[str, Axis] = {
         "trl",
         ("1.16.0",),
         ("1.16.0",),
-        "1.16.0: not lowered yet. 1.10 to 1.14 log rollouts to GRPOTrainer._logs as text, which tests/trl reads as "
-        "messages (the tier fails there, the adapter's own tests pass); 1.8 and 1.9 also need jmespath; 1.7 and "
-        "older have no get_reward; 1.15 is not established",
+        "1.16.0: 1.15.0's GRPOTrainer computes log-probs with a fused LM head that needs triton, which no CPU build "
+        "has (8 of 131 tests fail and 28 error on '_ChunkedLogProbFunction' being None); on 1.14.2 and 1.10.0 "
+        "TRL's own OpenReward route trains an env failure as reward 0.0 (tests/trl/test_ors.py), which agentenv "
+        "exists to prevent, and tests/trl reads GRPOTrainer._logs as messages where they log text and "
+        "drives AsyncGRPO's _AsyncRolloutLoop with 1.16's eos_token_ids (11 fail, 117 pass); 1.8 and 1.9 also "
+        "need jmespath; 1.7 and older have no get_reward",
     ),
     "verl": Axis(
         "verl",
@@ -118,10 +121,12 @@ MATRIX: dict[str, Axis] = {
         "trl",
         "agentenv-harness",
         "trl",
-        ("1.16.0",),
-        ("1.16.0",),
-        "1.16.0: not lowered yet; 1.9 and older have no trl.experimental.async_grpo.openenv_harness, 1.10 to 1.15 "
-        "are not established",
+        ("1.15.0", "1.16.0"),
+        ("1.15.0", "1.16.0"),
+        "1.15.0: its tier passes (5 of 5, real claude-code and opencode); 1.14.2's harness has no "
+        "_turns_from_training_trace (the tests train on its turns) and its _AsyncRolloutLoop takes no eos_token_ids "
+        "(TRL's harness worker fails to start): all 5 fail; 1.9 and older have no "
+        "trl.experimental.async_grpo.openenv_harness",
     ),
     "openenv": Axis(
         "openenv",

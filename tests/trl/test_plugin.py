@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 from agentenv.cli import main
 
+from tools.matrix import MATRIX
+
 
 def run_python(code: str, **env: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
@@ -35,7 +37,8 @@ def test_agentenv_plugins_lists_the_trl_integration_with_its_range_and_the_insta
     out = capsys.readouterr().out.splitlines()
     assert any(x.split()[:2] == ["trl", "agentenv-trl"] for x in out)  # the plugin, by its distribution
     line = next(x for x in out if x.startswith("trl ") and ">=" in x)  # the integration
-    assert line.split() == ["trl", "trl", ">=1.16.0,<1.17", importlib.metadata.version("trl"), "ok"]
+    declared = MATRIX["trl"].declared().removeprefix("trl")  # the range as agentenv-trl declares it
+    assert line.split() == ["trl", "trl", declared, importlib.metadata.version("trl"), "ok"]
 
 
 def test_the_demo_command_is_registered(capsys: pytest.CaptureFixture[str]) -> None:
@@ -55,7 +58,7 @@ def test_a_trl_outside_the_supported_range_is_refused_naming_both_versions(tmp_p
     assert done.returncode != 0
     message = done.stderr.strip().splitlines()[-1]
     assert message.startswith("ImportError: agentenv-trl ")
-    assert "trl>=1.16.0,<1.17" in message and "trl 1.17.0 is installed" in message
+    assert MATRIX["trl"].declared() in message and "trl 1.17.0 is installed" in message
     assert "pip install" in message
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from tests.conftest import free_port
 from tests.unit.harness_support import HARNESS, engine, make_factory, prompt_of
+from tools.matrix import MATRIX
 
 __all__ = ["engine", "make_factory"]  # fixtures
 
@@ -101,7 +102,8 @@ def test_agentenv_plugins_lists_the_agent_kinds_and_the_harness_ranges():
     lines = done.stdout.splitlines()
     assert any(line.split()[:4] == ["claude-code", "anthropic", "over", "MCP"] for line in lines)
     assert any(line.split()[:3] == ["process", "openai", "over"] and line.endswith("ok") for line in lines)
-    assert any(line.split()[:3] == ["harness", "trl", ">=1.16.0,<1.17"] for line in lines)
+    trl = MATRIX["harness-trl"].declared().removeprefix("trl")  # the range as agentenv-harness declares it
+    assert any(line.split()[:3] == ["harness", "trl", trl] for line in lines)
     assert any(line.split()[:4] == ["harness-openenv", "openenv", ">=0.10,<0.11", "0.10.0"] for line in lines)
 
 

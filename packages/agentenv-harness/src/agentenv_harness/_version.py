@@ -1,7 +1,7 @@
 """The TRL and OpenEnv versions agentenv-harness supports, and the checks run before either is imported.
 
 Both ranges are declared once, in agentenv-harness's pyproject.toml: TRL's in the ``trl`` extra
-(``trl = ["trl>=1.16.0,<1.17"]``), OpenEnv's in the dependencies (the harness always needs its capture
+(``trl = ["trl>=1.15.0,<1.17"]``), OpenEnv's in the dependencies (the harness always needs its capture
 proxy). ``agentenv.plugins.Integration`` reads them from the installed metadata; nothing here restates them.
 """
 
