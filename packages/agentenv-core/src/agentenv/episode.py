@@ -159,8 +159,13 @@ class Episode:
         given = self.deployment
         try:
             if given is None:
-                self.deployment = Deployment(self.bundle, self.task, plugin_set=self._plugins, threads=self.threads,
-                                             teardown_timeout=self.deploy_timeout)  # fmt: skip
+                self.deployment = Deployment(
+                    self.bundle,
+                    self.task,
+                    plugin_set=self._plugins,
+                    threads=self.threads,
+                    teardown_timeout=self.deploy_timeout,
+                )
                 await self.deployment.create()
             elif given.toolset_key != self.bundle.toolset_key(self.task):
                 raise ValueError(f"the deployment given is of toolset {given.toolset_key}, not the task's")
@@ -261,11 +266,8 @@ class Episode:
             async with asyncio.timeout(self.tool_timeout):
                 value = await self._invoke(name, args)
         except TimeoutError:
-            failure = (
-                "deadline",
-                "tool",
-                f"tool {name!r} did not answer within its deadline ({self.tool_timeout:g} s)",
-            )
+            said = f"tool {name!r} did not answer within its deadline ({self.tool_timeout:g} s)"
+            failure = ("deadline", "tool", said)
         except EnvCrashed as exc:
             failure = ("crash", "tool", f"tool {name!r}: {exc}")
         except ToolError as exc:  # the tool refused the call: the policy's doing, scored
@@ -324,11 +326,8 @@ class Episode:
                     verify = self.bundle.verifiers[(self.task.id, spec.id)]
                     self._scores[spec.id] = as_score(await self._run(verify, check), where)
         except TimeoutError:
-            failure = (
-                "deadline",
-                "scoring",
-                f"verifiers of turn {self.turn + 1} took longer than {self.score_timeout:g} s",
-            )
+            said = f"verifiers of turn {self.turn + 1} took longer than {self.score_timeout:g} s"
+            failure = ("deadline", "scoring", said)
         except Exception as exc:
             # name the verifier that broke (as_score's own message already does)
             message = str(exc) if str(exc).startswith(where) else self._blamed(where, exc)

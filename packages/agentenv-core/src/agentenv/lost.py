@@ -75,11 +75,18 @@ def from_transport(exc: TransportError, shared: Shared, stage: str) -> AgentEnvE
         )
     if isinstance(exc, Closed):
         if exc.code == 1012:
-            return lost_error("restarting", stage, f"{url} is restarting (it closed the session with code 1012); the "
-                              "episode was lost. Retry, or use waits_for_server=True to wait for it")  # fmt: skip
+            return lost_error(
+                "restarting",
+                stage,
+                f"{url} is restarting (it closed the session with code 1012); the "
+                "episode was lost. Retry, or use waits_for_server=True to wait for it",
+            )
         if exc.reason == "idle" or exc.code == 1001:
-            return lost_error("idle", stage, f"{url} closed the session: it was idle longer than the server's "
-                              "idle_timeout; the episode was lost")  # fmt: skip
+            return lost_error(
+                "idle",
+                stage,
+                f"{url} closed the session: it was idle longer than the server's idle_timeout; the episode was lost",
+            )
         return lost_error("connection_lost", stage, f"{url} closed the session (code {exc.code}); the episode was lost")
     assert isinstance(exc, ErrorFrame)
     if exc.code == Code.CAPACITY:

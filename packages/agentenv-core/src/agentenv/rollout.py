@@ -157,9 +157,12 @@ class Rollout:
                 self._sync_seconds()
         result = self.result
         if result is None:  # the server kept the episode open after its last turn: it cannot be scored
-            self._lose(EpisodeLost(f"{self.session.shared.url} did not end task {self.task_id!r} after its last turn",
-                                   failure=Failure("protocol", "session", "the episode did not end after its last "
-                                                   "turn")))  # fmt: skip
+            self._lose(
+                EpisodeLost(
+                    f"{self.session.shared.url} did not end task {self.task_id!r} after its last turn",
+                    failure=Failure("protocol", "session", "the episode did not end after its last turn"),
+                )
+            )
             result = self.result
         assert result is not None
         self.record.result = result
@@ -230,16 +233,26 @@ class Rollout:
                 return value, result
             if not self.can_replay():
                 raise self._failed() from self.lost
-            warn_once(log, f"replay:{self.session.shared.url}", "task %r: attempt %d of %d was lost (%s); replaying it "
-                      "on a new episode", self.task_id, self.record.attempts, self.attempts, self.lost)  # fmt: skip
+            warn_once(
+                log,
+                f"replay:{self.session.shared.url}",
+                "task %r: attempt %d of %d was lost (%s); replaying it on a new episode",
+                self.task_id,
+                self.record.attempts,
+                self.attempts,
+                self.lost,
+            )
 
     def _failed(self) -> RolloutFailed:
         failures = self.record.failures
         last = failures[-1]
         why = ""
         if self.record.attempts < self.attempts and self.lost is not None and self.lost.failure.replayable:
-            limit = f"reset_timeout={self.budget:g} s" if self.budget == self.session.shared.reset_timeout else (
-                f"budget={self.budget:g} s")  # fmt: skip
+            limit = (
+                f"reset_timeout={self.budget:g} s"
+                if self.budget == self.session.shared.reset_timeout
+                else f"budget={self.budget:g} s"
+            )
             why = f" and no replay starts once {limit} has passed since it began"
         elif self.lost is not None and not self.lost.failure.replayable:
             why = f" ({last.kind} is not replayed: see agentenv.faults)"

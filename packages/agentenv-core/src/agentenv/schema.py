@@ -22,11 +22,24 @@ MAX_REPORTED = 5
 # jsonschema alone.
 _NOT_DRAFT7 = frozenset(
     {
-        "$schema", "$id", "$anchor", "$dynamicRef", "$dynamicAnchor", "$recursiveRef", "$recursiveAnchor",
-        "$vocabulary", "prefixItems", "dependentRequired", "dependentSchemas", "unevaluatedProperties",
-        "unevaluatedItems", "minContains", "maxContains", "contentSchema",
+        "$schema",
+        "$id",
+        "$anchor",
+        "$dynamicRef",
+        "$dynamicAnchor",
+        "$recursiveRef",
+        "$recursiveAnchor",
+        "$vocabulary",
+        "prefixItems",
+        "dependentRequired",
+        "dependentSchemas",
+        "unevaluatedProperties",
+        "unevaluatedItems",
+        "minContains",
+        "maxContains",
+        "contentSchema",
     }
-)  # fmt: skip
+)
 
 
 def _draft7_safe(schema: Any) -> bool:
@@ -84,8 +97,16 @@ def _validator(schema: Mapping[str, Any]) -> _Compiled:
 
 
 # Python's type names, written where JSON Schema's belong
-_TYPE_NAMES = {"str": "string", "int": "integer", "float": "number", "bool": "boolean", "dict": "object",
-               "list": "array", "none": "null", "None": "null"}  # fmt: skip
+_TYPE_NAMES = {
+    "str": "string",
+    "int": "integer",
+    "float": "number",
+    "bool": "boolean",
+    "dict": "object",
+    "list": "array",
+    "none": "null",
+    "None": "null",
+}
 _TYPES = "array, boolean, integer, null, number, object, string"
 
 
@@ -120,10 +141,30 @@ def _schema_problem(schema_json: str) -> str | None:
 
 # words of a schema that are no assertion yet are JSON Schema's own (annotations, identifiers, the core)
 _ANNOTATIONS = frozenset(
-    {"$schema", "$id", "$anchor", "$dynamicAnchor", "$recursiveAnchor", "$vocabulary", "$defs", "definitions",
-     "$comment", "title", "description", "default", "examples", "deprecated", "readOnly", "writeOnly",
-     "contentMediaType", "contentEncoding", "contentSchema", "then", "else"}
-)  # fmt: skip
+    {
+        "$schema",
+        "$id",
+        "$anchor",
+        "$dynamicAnchor",
+        "$recursiveAnchor",
+        "$vocabulary",
+        "$defs",
+        "definitions",
+        "$comment",
+        "title",
+        "description",
+        "default",
+        "examples",
+        "deprecated",
+        "readOnly",
+        "writeOnly",
+        "contentMediaType",
+        "contentEncoding",
+        "contentSchema",
+        "then",
+        "else",
+    }
+)
 _SCHEMA_MAPS = ("properties", "patternProperties", "$defs", "definitions", "dependentSchemas")
 _SCHEMA_LISTS = ("allOf", "anyOf", "oneOf", "prefixItems")
 

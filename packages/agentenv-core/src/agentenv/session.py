@@ -105,9 +105,13 @@ class Session:
                 answer = await transport.request(kind, data, limit=self._limit if kind == "step" else 0)
         except TimeoutError:
             self._drop()
-            raise lost_error("deadline", "client", f"{what} got no answer from {self.shared.url} within {seconds:g} s; "
-                             "the episode is lost (not the policy's doing: leave it out of training)",
-                             ToolDeadline) from None  # fmt: skip
+            raise lost_error(
+                "deadline",
+                "client",
+                f"{what} got no answer from {self.shared.url} within {seconds:g} s; "
+                "the episode is lost (not the policy's doing: leave it out of training)",
+                ToolDeadline,
+            ) from None
         except ErrorFrame as exc:
             if exc.code in (Code.TOO_LARGE, NOT_JSON) and transport.is_open:
                 raise  # the policy's doing; the caller answers it and the session goes on
@@ -189,8 +193,8 @@ class Session:
             raise mismatch(self.shared, obs.protocol)
         if obs.event != Event.STARTED:
             self._drop()
-            raise lost_error("protocol", "session", f"{self.shared.url} answered a reset with {obs.event!r}; is it "
-                             "an agentenv server?", ProtocolError)  # fmt: skip
+            why = f"{self.shared.url} answered a reset with {obs.event!r}; is it an agentenv server?"
+            raise lost_error("protocol", "session", why, ProtocolError)
         self.episodes += 1
         self._limit = obs.max_message_bytes
         self.started = Started(
@@ -259,8 +263,12 @@ class Session:
         if result is not None:
             if result.outcome == "failed":
                 raise self._failed(result)
-            raise lost_error("protocol", "session", f"{self.shared.url} ended the episode on a tool call without a "
-                             "failure", ProtocolError)  # fmt: skip
+            raise lost_error(
+                "protocol",
+                "session",
+                f"{self.shared.url} ended the episode on a tool call without a failure",
+                ProtocolError,
+            )
         return ToolAnswer(text=obs.text, error=obs.error)
 
     async def end_turn(self, reply: str) -> TurnAnswer:
@@ -277,12 +285,17 @@ class Session:
         seconds = self.shared.reset_timeout + (0.0 if self.deployed else self.shared.reset_timeout)
         obs = await self._step(wire.Action(op=Op.END_TURN, reply=reply), seconds, "end_turn")
         if isinstance(obs, ErrorFrame):
-            warn_once(log, f"too-large:{self.shared.url}", "a reply was larger than %s accepts; its turn was ended "
-                      "with an empty reply (scored)", self.shared.url)  # fmt: skip
+            warn_once(
+                log,
+                f"too-large:{self.shared.url}",
+                "a reply was larger than %s accepts; its turn was ended with an empty reply (scored)",
+                self.shared.url,
+            )
             obs = await self._step(wire.Action(op=Op.END_TURN, reply=""), seconds, "end_turn")
             if isinstance(obs, ErrorFrame):
-                raise lost_error("protocol", "session", f"{self.shared.url} refused an empty end_turn as too large",
-                                 ProtocolError)  # fmt: skip
+                raise lost_error(
+                    "protocol", "session", f"{self.shared.url} refused an empty end_turn as too large", ProtocolError
+                )
         result = self._take(obs)
         if result is not None:
             if result.outcome == "failed":
@@ -295,8 +308,9 @@ class Session:
         if self.result is None:
             obs = await self._step(wire.Action(op=Op.FINISH), self.shared.reset_timeout, "finish")
             if isinstance(obs, ErrorFrame) or self._take(obs) is None:
-                raise lost_error("protocol", "session", f"{self.shared.url} did not return a result for finish",
-                                 ProtocolError)  # fmt: skip
+                raise lost_error(
+                    "protocol", "session", f"{self.shared.url} did not return a result for finish", ProtocolError
+                )
         assert self.result is not None
         return self.result
 

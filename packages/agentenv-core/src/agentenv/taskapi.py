@@ -70,11 +70,21 @@ class _Client:
                     hint = (
                         "" if shared.waits_for_server else "; waits_for_server=True waits for it within reset_timeout"
                     )
-                    raise lost_error("unreachable", "task api", f"no agentenv server answered at {shared.url} "
-                                     f"({why}){waited}. Start one (agentenv serve BUNDLE --port PORT) or fix the URL"
-                                     f"{hint}") from None  # fmt: skip
-                warn_once(log, f"wait:{shared.url}", "waiting for the agentenv server at %s (up to reset_timeout="
-                          "%g s): %s", shared.url, shared.reset_timeout, why)  # fmt: skip
+                    raise lost_error(
+                        "unreachable",
+                        "task api",
+                        f"no agentenv server answered at {shared.url} "
+                        f"({why}){waited}. Start one (agentenv serve BUNDLE --port PORT) or fix the URL"
+                        f"{hint}",
+                    ) from None
+                warn_once(
+                    log,
+                    f"wait:{shared.url}",
+                    "waiting for the agentenv server at %s (up to reset_timeout=%g s): %s",
+                    shared.url,
+                    shared.reset_timeout,
+                    why,
+                )
                 time.sleep(min(delay, left))  # the last try comes at the deadline
                 delay = min(delay * 2, 2.0)
         if response.status_code == 401:
@@ -82,11 +92,18 @@ class _Client:
         if response.status_code == 404 and isinstance(json, dict) and "split" in json:
             detail = _json(response).get("detail") if _is_json(response) else None
             if isinstance(detail, dict):
-                raise UnknownSplit(f"{shared.url}: {detail.get('message')}", split=str(json["split"]),
-                                   splits=list(detail.get("splits") or []))  # fmt: skip
+                raise UnknownSplit(
+                    f"{shared.url}: {detail.get('message')}",
+                    split=str(json["split"]),
+                    splits=list(detail.get("splits") or []),
+                )
         if response.status_code >= 400:
-            raise lost_error("protocol", "task api", f"{shared.url}{path} answered HTTP {response.status_code}: "
-                             f"{response.text[:300]}", ProtocolError)  # fmt: skip
+            raise lost_error(
+                "protocol",
+                "task api",
+                f"{shared.url}{path} answered HTTP {response.status_code}: {response.text[:300]}",
+                ProtocolError,
+            )
         return _json(response)
 
 
@@ -130,14 +147,19 @@ def iter_tasks(shared: Shared, split: str, *, page: int = PAGE, info: ServerInfo
         info = info or _info(client)
         sizes = info.splits
         if split not in sizes:
-            raise UnknownSplit(f"{shared.url} has no split {split!r}; its splits: {', '.join(sizes)}",
-                               split=split, splits=list(sizes))  # fmt: skip
+            raise UnknownSplit(
+                f"{shared.url} has no split {split!r}; its splits: {', '.join(sizes)}", split=split, splits=list(sizes)
+            )
         for start in range(0, sizes[split], page):
             body = {"split": split, "start": start, "stop": min(start + page, sizes[split])}
             rows = client.get("POST", f"/{info.name}/task_range", json=body).get("tasks")
             if not isinstance(rows, list):
-                raise lost_error("protocol", "task api", f"{shared.url}/{info.name}/task_range answered no task "
-                                 "list; is it an agentenv server?", ProtocolError)  # fmt: skip
+                raise lost_error(
+                    "protocol",
+                    "task api",
+                    f"{shared.url}/{info.name}/task_range answered no task list; is it an agentenv server?",
+                    ProtocolError,
+                )
             for row in rows:
                 try:
                     yield wire.read(TaskRow, row, f"a task row of {shared.url}")

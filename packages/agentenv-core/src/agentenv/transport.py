@@ -127,15 +127,20 @@ class Transport:
         except (OSError, TimeoutError, InvalidHandshake) as exc:
             why = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
             if isinstance(exc, OSError) and exc.errno in (errno.EMFILE, errno.ENFILE):
-                raise Overloaded(f"this process could not open a socket ({why}); raise its limit (ulimit -n) or "
-                                 "run fewer sessions in it", local=True) from None  # fmt: skip
+                raise Overloaded(
+                    f"this process could not open a socket ({why}); raise its limit (ulimit -n) or "
+                    "run fewer sessions in it",
+                    local=True,
+                ) from None
             if isinstance(exc, TimeoutError) and await _listening(self.url):
                 raise Overloaded(_unanswered(self.open_timeout), timed_out=True) from None
             reset = isinstance(exc, ConnectionResetError | BrokenPipeError)
             if reset or isinstance(exc, InvalidMessage):  # connected, then closed (or not HTTP) before answering
-                raise Overloaded(f"the server accepted the connection but closed it before answering the WebSocket "
-                                 f"handshake ({why}): it is overloaded or out of file descriptors, or the URL is "
-                                 "not an agentenv server's") from None  # fmt: skip
+                raise Overloaded(
+                    f"the server accepted the connection but closed it before answering the WebSocket "
+                    f"handshake ({why}): it is overloaded or out of file descriptors, or the URL is "
+                    "not an agentenv server's"
+                ) from None
             raise Unreachable(why) from None
 
     async def request(self, kind: str, data: Mapping[str, Any] | None = None, *, limit: int = 0) -> dict[str, Any]:
@@ -157,8 +162,11 @@ class Transport:
         except ValueError as exc:  # NaN or Infinity (allow_nan), or an int past sys.get_int_max_str_digits()
             raise ErrorFrame(NOT_JSON, f"it holds a number standard JSON cannot carry ({exc}); not sent", {}) from None
         if limit and len(text) > limit // 4 and len(text.encode()) > limit:
-            raise ErrorFrame(TOO_LARGE, f"a frame of {len(text.encode())} bytes is over the server's limit of {limit} "
-                             "bytes; it was not sent", {})  # fmt: skip
+            raise ErrorFrame(
+                TOO_LARGE,
+                f"a frame of {len(text.encode())} bytes is over the server's limit of {limit} bytes; it was not sent",
+                {},
+            )
         async with self._lock:
             await self.open()
             try:

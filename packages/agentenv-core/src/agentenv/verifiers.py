@@ -278,16 +278,24 @@ def _check_judge(params: Mapping[str, Any], bundle_dir: Path) -> list[Problem]:
         )
     endpoint = params.get("endpoint")
     if endpoint == "policy":
-        problems.append(Problem(("endpoint",), "a judge never asks the model being trained; give it an endpoint of "
-                                "its own {base_url, model, key_var}"))  # fmt: skip
+        problems.append(
+            Problem(
+                ("endpoint",),
+                "a judge never asks the model being trained; give it an endpoint of its own {base_url, model, key_var}",
+            )
+        )
     elif endpoint is not None:
         try:
             EndpointSpec.model_validate(endpoint)
         except ValidationError as exc:
             for err in exc.errors():
                 field = ".".join(str(p) for p in err["loc"])
-                problems.append(Problem(("endpoint", *err["loc"]), f"{field or 'endpoint'}: {err['msg']} (give "
-                                        "base_url, model and key_var)"))  # fmt: skip
+                problems.append(
+                    Problem(
+                        ("endpoint", *err["loc"]),
+                        f"{field or 'endpoint'}: {err['msg']} (give base_url, model and key_var)",
+                    )
+                )
     return problems
 
 

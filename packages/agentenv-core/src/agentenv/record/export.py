@@ -46,15 +46,39 @@ def atif_trajectory(record: dict[str, Any]) -> dict[str, Any]:
             result: dict[str, Any] = {"source_call_id": call_id, "content": str(call.get("answer", ""))}
             if call.get("error"):
                 result["extra"] = {"error": True}  # the policy's mistake, answered to it
-            step("agent", "", tool_calls=[{"tool_call_id": call_id, "function_name": str(call.get("tool", "")),
-                                           "arguments": _arguments(call.get("args"))}],
-                 observation={"results": [result]}, extra={"seconds": call.get("seconds")})  # fmt: skip
+            step(
+                "agent",
+                "",
+                tool_calls=[
+                    {
+                        "tool_call_id": call_id,
+                        "function_name": str(call.get("tool", "")),
+                        "arguments": _arguments(call.get("args")),
+                    }
+                ],
+                observation={"results": [result]},
+                extra={"seconds": call.get("seconds")},
+            )
         if turn.get("reply") is not None:
             step("agent", str(turn["reply"]))
     if not steps:
         step("system", "")
-    extra = {k: record.get(k) for k in ("task", "split", "outcome", "reward", "steps", "failure", "attempt",
-                                        "earlier", "client", "step", "bundle")}  # fmt: skip
+    extra = {
+        k: record.get(k)
+        for k in (
+            "task",
+            "split",
+            "outcome",
+            "reward",
+            "steps",
+            "failure",
+            "attempt",
+            "earlier",
+            "client",
+            "step",
+            "bundle",
+        )
+    }
     return {
         "schema_version": ATIF_VERSION,
         "session_id": str(record.get("rollout") or record.get("id")),
@@ -77,8 +101,13 @@ def row(record: dict[str, Any]) -> dict[str, Any]:
             calls += 1
             call_id = f"call-{calls}"
             function = {"name": str(call.get("tool", "")), "arguments": str(call.get("args") or "{}")}
-            messages.append({"role": "assistant", "content": "",
-                             "tool_calls": [{"id": call_id, "type": "function", "function": function}]})  # fmt: skip
+            messages.append(
+                {
+                    "role": "assistant",
+                    "content": "",
+                    "tool_calls": [{"id": call_id, "type": "function", "function": function}],
+                }
+            )
             messages.append({"role": "tool", "tool_call_id": call_id, "content": str(call.get("answer", ""))})
         if turn.get("reply") is not None:
             messages.append({"role": "assistant", "content": str(turn["reply"])})
@@ -103,8 +132,10 @@ def export(records: Iterable[dict[str, Any]], out: str | Path, fmt: str) -> int:
     target = Path(out)
     if fmt == "atif":
         # numbered, not named by episode id: a client chooses its episode ids, and a file name must be ours
-        files = {f"{n:06d}.json": json.dumps(atif_trajectory(r), ensure_ascii=False, indent=1)
-                 for n, r in enumerate(records, 1)}  # fmt: skip
+        files = {
+            f"{n:06d}.json": json.dumps(atif_trajectory(r), ensure_ascii=False, indent=1)
+            for n, r in enumerate(records, 1)
+        }
         write_set(target, files, about={"format": ATIF_VERSION, "trajectories": len(files)})
     elif fmt == "jsonl":
         write_file(target, "".join(json.dumps(row(r), ensure_ascii=False) + "\n" for r in records))
@@ -126,8 +157,12 @@ def export(records: Iterable[dict[str, Any]], out: str | Path, fmt: str) -> int:
 def configure(parser: argparse.ArgumentParser) -> None:
     """The arguments of ``agentenv export``."""
     parser.add_argument("records", metavar="DIR", help="a records folder (agentenv serve --record DIR) or one shard")
-    parser.add_argument("--format", choices=FORMATS, default="jsonl", help="atif (a folder of trajectories), jsonl "
-                        "or parquet (rows for SFT and RL; default jsonl)")  # fmt: skip
+    parser.add_argument(
+        "--format",
+        choices=FORMATS,
+        default="jsonl",
+        help="atif (a folder of trajectories), jsonl or parquet (rows for SFT and RL; default jsonl)",
+    )
     parser.add_argument("--out", required=True, type=Path, help="the folder (atif) or file to write")
     parser.add_argument("--scored", action="store_true", help="only episodes with a verdict (scored)")
 

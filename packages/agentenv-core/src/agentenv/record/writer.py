@@ -33,9 +33,30 @@ SHARD_GLOB: Final = "records-*.jsonl"
 QUEUE_LINES: Final = 10_000  # records waiting for the disk; past it, records are dropped (and counted), never waited on
 # what a record holds, in the order it is written (docs/records.md says what each means)
 FIELDS: Final = (
-    "record", "id", "rollout", "attempt", "earlier", "client", "step", "bundle", "task", "split", "index", "purpose",
-    "system", "tools", "turns", "steps", "outcome", "reward", "reason", "failure", "started", "ended", "seconds",
-)  # fmt: skip
+    "record",
+    "id",
+    "rollout",
+    "attempt",
+    "earlier",
+    "client",
+    "step",
+    "bundle",
+    "task",
+    "split",
+    "index",
+    "purpose",
+    "system",
+    "tools",
+    "turns",
+    "steps",
+    "outcome",
+    "reward",
+    "reason",
+    "failure",
+    "started",
+    "ended",
+    "seconds",
+)
 _STOP: Final = b""
 
 
@@ -182,8 +203,15 @@ class Recorder:
             with contextlib.suppress(FileNotFoundError):
                 oldest.unlink()
             total -= sizes[oldest]
-            warn_once(log, f"bound:{self.folder}", "records under %s reached %s-max-bytes %d: the oldest shards are "
-                      "removed (%s)", self.folder, self.flag, self.max_bytes, oldest.name)  # fmt: skip
+            warn_once(
+                log,
+                f"bound:{self.folder}",
+                "records under %s reached %s-max-bytes %d: the oldest shards are removed (%s)",
+                self.folder,
+                self.flag,
+                self.max_bytes,
+                oldest.name,
+            )
         self._sequence += 1
         stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
         self._fd = open_log(self.folder / f"records-{stamp}-{os.getpid()}-{self._sequence:05d}.jsonl")
