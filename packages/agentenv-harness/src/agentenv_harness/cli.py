@@ -95,21 +95,43 @@ async def _run(
 
     solver = solver_for(bundle, args.agent)
     kinds = bundle.plugin_set.agent_kinds() if bundle.plugin_set else {}
-    episode = LocalEpisode(bundle, task, tool_timeout=args.tool_timeout, deploy_timeout=args.deploy_timeout,
-                           episode_id=uuid.uuid4().hex, recorder=recorder)  # fmt: skip
+    episode = LocalEpisode(
+        bundle,
+        task,
+        tool_timeout=args.tool_timeout,
+        deploy_timeout=args.deploy_timeout,
+        episode_id=uuid.uuid4().hex,
+        recorder=recorder,
+    )
     if not args.capture:
         policy = Endpoint(args.llm_url, args.model, key)
-        play = Play(bundle, task, episode, policy=policy, kinds=kinds, solver=solver, deadline=args.deadline,
-                    keep_workdir=args.keep)  # fmt: skip
+        play = Play(
+            bundle,
+            task,
+            episode,
+            policy=policy,
+            kinds=kinds,
+            solver=solver,
+            deadline=args.deadline,
+            keep_workdir=args.keep,
+        )
         return await play.run(), None
     await asyncio.to_thread(require_tokens, args.llm_url, args.model)
     proxy = await asyncio.to_thread(CaptureProxy, args.llm_url, args.model)
     try:
         async with httpx.AsyncClient(timeout=120.0, trust_env=False) as http:
             session = await proxy.open(http, model=args.model, metadata={"task_id": task.id})
-            play = Play(bundle, task, episode, policy=Endpoint(f"{proxy.url}/v1", args.model, session), kinds=kinds,
-                        solver=solver, deadline=args.deadline, model_calls=lambda: proxy.calls(session),
-                        keep_workdir=args.keep)  # fmt: skip
+            play = Play(
+                bundle,
+                task,
+                episode,
+                policy=Endpoint(f"{proxy.url}/v1", args.model, session),
+                kinds=kinds,
+                solver=solver,
+                deadline=args.deadline,
+                model_calls=lambda: proxy.calls(session),
+                keep_workdir=args.keep,
+            )
             report = await play.run()
             try:
                 captured: Any = proxy.trace(session)

@@ -55,9 +55,15 @@ class LocalEpisode:
         recorder: Recorder | None = None,
     ):
         attempt = Attempt(rollout=episode_id, client="agentenv run") if recorder is not None else None
-        self.episode = Episode(bundle, task, tool_timeout=tool_timeout, deploy_timeout=deploy_timeout,
-                               episode_id=episode_id, attempt=attempt,
-                               on_end=recorder.episode_ended if recorder is not None else None)  # fmt: skip
+        self.episode = Episode(
+            bundle,
+            task,
+            tool_timeout=tool_timeout,
+            deploy_timeout=deploy_timeout,
+            episode_id=episode_id,
+            attempt=attempt,
+            on_end=recorder.episode_ended if recorder is not None else None,
+        )
         self.tools: list[Tool] = []
 
     async def start(self) -> None:
@@ -129,10 +135,12 @@ class RemoteEpisode:
         if result is None:  # it never started: lost at its start, or closed first
             failures = self.rollout.record.failures
             if failures:
-                result = EpisodeResult(task_id=self.rollout.task_id, outcome="failed", failure=failures[-1],
-                                       reason=failures[-1].message)  # fmt: skip
+                result = EpisodeResult(
+                    task_id=self.rollout.task_id, outcome="failed", failure=failures[-1], reason=failures[-1].message
+                )
             else:
-                result = EpisodeResult(task_id=self.rollout.task_id, outcome="unscored",
-                                       reason="closed before its episode started")  # fmt: skip
+                result = EpisodeResult(
+                    task_id=self.rollout.task_id, outcome="unscored", reason="closed before its episode started"
+                )
         self._result = result
         return result

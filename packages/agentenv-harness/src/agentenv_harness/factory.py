@@ -153,12 +153,23 @@ class AgentEnvSessionFactory(ResourceSessionFactory["AgentEnvSession"]):
 
     def _episode(self, task: Task, episode_id: str) -> EpisodeHandle:
         if self.env_url is None:
-            return LocalEpisode(self.bundle, task, tool_timeout=self.tool_timeout,
-                                deploy_timeout=self.deploy_timeout, episode_id=episode_id)  # fmt: skip
+            return LocalEpisode(
+                self.bundle,
+                task,
+                tool_timeout=self.tool_timeout,
+                deploy_timeout=self.deploy_timeout,
+                episode_id=episode_id,
+            )
         from agentenv.settings import Shared
 
-        shared = Shared(self.env_url, token_var=self.env_token_var, tool_timeout=self.tool_timeout,
-                        reset_timeout=self.deploy_timeout, waits_for_server=True, client="harness")  # fmt: skip
+        shared = Shared(
+            self.env_url,
+            token_var=self.env_token_var,
+            tool_timeout=self.tool_timeout,
+            reset_timeout=self.deploy_timeout,
+            waits_for_server=True,
+            client="harness",
+        )
         return RemoteEpisode(shared, task.id)
 
 
@@ -275,11 +286,16 @@ class AgentEnvSession(ResourceSession):
         reward = None if failed or report is None else report.reward
         metrics: dict[str, Any] = {"task_id": self.task.id, "policy_model": self.model}
         if report is not None:
-            metrics.update(outcome="failed" if failed else report.result.outcome, scores=dict(report.result.scores),
-                           seconds=round(report.seconds, 3), solver_runs=len(report.solver_runs))  # fmt: skip
+            metrics.update(
+                outcome="failed" if failed else report.result.outcome,
+                scores=dict(report.result.scores),
+                seconds=round(report.seconds, 3),
+                solver_runs=len(report.solver_runs),
+            )
         if self.failure is not None:
-            metrics.update(outcome="failed", failure=self.failure.kind, stage=self.failure.stage,
-                           reason=self.failure.message)  # fmt: skip
+            metrics.update(
+                outcome="failed", failure=self.failure.kind, stage=self.failure.stage, reason=self.failure.message
+            )
         return VerifyResult(env_reward=reward, done=True, metrics=metrics)
 
     def close(self) -> None:
@@ -327,5 +343,6 @@ class AgentEnvSession(ResourceSession):
         self.factory._live.discard(self)
 
     def _lost(self, failure: Failure) -> EpisodeLost:
-        return EpisodeLost(f"task {self.task.id!r}: {failure.kind} during {failure.stage}: {failure.message}",
-                           failure=failure)  # fmt: skip
+        return EpisodeLost(
+            f"task {self.task.id!r}: {failure.kind} during {failure.stage}: {failure.message}", failure=failure
+        )

@@ -94,15 +94,26 @@ def _claude(request: AgentRequest) -> Launch:
     """Claude Code (`claude -p`), speaking Anthropic's Messages API to its endpoint; the episode's tools over MCP
     (`--mcp-config`); `--continue` on later turns."""
     spec, options = request.spec, request.spec.options
-    argv = [_program(spec), "-p", "--model", request.endpoint.model, "--output-format", "text",
-            "--permission-mode", "bypassPermissions", "--max-turns", str(options.get("max_turns", 30))]  # fmt: skip
+    argv = [
+        _program(spec),
+        "-p",
+        "--model",
+        request.endpoint.model,
+        "--output-format",
+        "text",
+        "--permission-mode",
+        "bypassPermissions",
+        "--max-turns",
+        str(options.get("max_turns", 30)),
+    ]
     files: dict[str, str] = {}
     allowed = [str(t) for t in options.get("tools") or []]
     if allowed:
         argv += ["--tools", ",".join(allowed)]
     if request.mcp is not None:
-        config = {"mcpServers": {request.mcp.name: {"type": "http", "url": request.mcp.url,
-                                                    "headers": request.mcp.headers}}}  # fmt: skip
+        config = {
+            "mcpServers": {request.mcp.name: {"type": "http", "url": request.mcp.url, "headers": request.mcp.headers}}
+        }
         files[".agentenv/mcp.json"] = json.dumps(config)
         argv += ["--mcp-config", str(request.home / ".agentenv" / "mcp.json")]
         allowed.append(f"mcp__{request.mcp.name}")
@@ -145,8 +156,12 @@ def _codex(request: AgentRequest) -> Launch:
         settings[f"mcp_servers.{request.mcp.name}.url"] = request.mcp.url
         settings[f"mcp_servers.{request.mcp.name}.bearer_token_env_var"] = "AGENTENV_MCP_TOKEN"
     argv = [_program(spec), "exec", *(["resume", "--last"] if request.resume else [])]
-    argv += ["--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox",
-             "--output-last-message", str(request.workdir / ".agentenv-codex-reply")]  # fmt: skip
+    argv += [
+        "--skip-git-repo-check",
+        "--dangerously-bypass-approvals-and-sandbox",
+        "--output-last-message",
+        str(request.workdir / ".agentenv-codex-reply"),
+    ]
     for key, value in settings.items():
         argv += ["-c", f"{key}={json.dumps(value)}"]  # TOML values: JSON strings and booleans read the same
     argv += [*_args(spec), request.prompt_with_system]
@@ -178,21 +193,29 @@ def _opencode(request: AgentRequest) -> Launch:
     model = f"agentenv/{endpoint.model}"
     config: dict[str, Any] = {
         "$schema": "https://opencode.ai/config.json",
-        "provider": {"agentenv": {
-            "npm": "@ai-sdk/openai-compatible",
-            "name": "agentenv",
-            "options": {"baseURL": endpoint.openai_base, "apiKey": endpoint.api_key or "none"},
-            "models": {endpoint.model: {"name": endpoint.model, "tool_call": True}},
-        }},
+        "provider": {
+            "agentenv": {
+                "npm": "@ai-sdk/openai-compatible",
+                "name": "agentenv",
+                "options": {"baseURL": endpoint.openai_base, "apiKey": endpoint.api_key or "none"},
+                "models": {endpoint.model: {"name": endpoint.model, "tool_call": True}},
+            }
+        },
         "model": model,
         "small_model": model,
         "permission": "allow",
         "autoupdate": False,
         "share": "disabled",
-    }  # fmt: skip
+    }
     if request.mcp is not None:
-        config["mcp"] = {request.mcp.name: {"type": "remote", "url": request.mcp.url, "headers": request.mcp.headers,
-                                            "enabled": True}}  # fmt: skip
+        config["mcp"] = {
+            request.mcp.name: {
+                "type": "remote",
+                "url": request.mcp.url,
+                "headers": request.mcp.headers,
+                "enabled": True,
+            }
+        }
     argv = [_program(spec), "run", "--model", model, "--format", "json", *(["--continue"] if request.resume else [])]
     argv += [*_args(spec), "--", request.prompt_with_system]
     env = {
@@ -225,15 +248,28 @@ def _mini(request: AgentRequest) -> Launch:
     """mini-swe-agent (`mini`), speaking chat completions through litellm; its shell only (no MCP); its reply is
     what it submits."""
     spec, endpoint = request.spec, request.endpoint
-    argv = [_program(spec), "-y", "--exit-immediately", "-m", f"openai/{endpoint.model}", "-t",
-            request.prompt_with_system, "-o", str(request.workdir / ".agentenv-mini.traj.json")]  # fmt: skip
+    argv = [
+        _program(spec),
+        "-y",
+        "--exit-immediately",
+        "-m",
+        f"openai/{endpoint.model}",
+        "-t",
+        request.prompt_with_system,
+        "-o",
+        str(request.workdir / ".agentenv-mini.traj.json"),
+    ]
     env = {
         "MSWEA_CONFIGURED": "true",
         "MSWEA_COST_TRACKING": "ignore_errors",  # a self-hosted model has no price
         "OPENAI_API_BASE": endpoint.openai_base,  # what litellm reads
     }
-    return Launch(tuple([*argv, *_args(spec)]), _env(request, "openai", env),
-                  reply_file=".agentenv-mini.traj.json", parse_reply=_mini_reply)  # fmt: skip
+    return Launch(
+        tuple([*argv, *_args(spec)]),
+        _env(request, "openai", env),
+        reply_file=".agentenv-mini.traj.json",
+        parse_reply=_mini_reply,
+    )
 
 
 HARNESS_AGENT_KINDS = (

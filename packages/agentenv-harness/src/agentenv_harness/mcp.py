@@ -37,8 +37,9 @@ class _BearerGuard:
         if scope["type"] == "http":
             offered = dict(scope.get("headers") or []).get(b"authorization", b"")
             if not secrets.compare_digest(offered, self.expected):
-                await send({"type": "http.response.start", "status": 401,
-                            "headers": [(b"content-type", b"text/plain")]})  # fmt: skip
+                await send(
+                    {"type": "http.response.start", "status": 401, "headers": [(b"content-type", b"text/plain")]}
+                )
                 await send({"type": "http.response.body", "body": b"this MCP server needs its bearer token"})
                 return
         await self.app(scope, receive, send)

@@ -146,9 +146,15 @@ class Play:
                 await asyncio.to_thread(tools.stop)
             result = await self.episode.close()
             if failure is not None and result.outcome != "failed":
-                result = EpisodeResult(task_id=self.task.id, outcome="failed", failure=failure,
-                                       reason=failure.message, scores=dict(result.scores), turns=result.turns,
-                                       seconds=result.seconds)  # fmt: skip
+                result = EpisodeResult(
+                    task_id=self.task.id,
+                    outcome="failed",
+                    failure=failure,
+                    reason=failure.message,
+                    scores=dict(result.scores),
+                    turns=result.turns,
+                    seconds=result.seconds,
+                )
             kept = self.root if self.keep_workdir else None
             self.report = PlayReport(result, failure or result.failure, runs, time.monotonic() - began, kept)
             if not self.keep_workdir:
@@ -167,12 +173,18 @@ class Play:
                 log.info("solver %r hit its %s on turn %d", self.solver.name, exit_.breach, turn + 1)
             elif exit_.code != 0:
                 tail = exit_.output[-_TAIL:]
-                raise _fail("crash", f"solver {self.solver.name!r} ({self.solver.kind}) exited with {exit_.code} on "
-                            f"turn {turn + 1}: {tail}")  # fmt: skip
+                raise _fail(
+                    "crash",
+                    f"solver {self.solver.name!r} ({self.solver.kind}) exited with {exit_.code} on "
+                    f"turn {turn + 1}: {tail}",
+                )
             if self.model_calls is not None and self.model_calls() == before:
-                raise _fail("crash", f"solver {self.solver.name!r} ({self.solver.kind}) made no model call through "
-                            f"the capture proxy on turn {turn + 1} (a wrong base URL, an unresolved model or a "
-                            f"refused key); its output: {exit_.output[-_TAIL:]}")  # fmt: skip
+                raise _fail(
+                    "crash",
+                    f"solver {self.solver.name!r} ({self.solver.kind}) made no model call through "
+                    f"the capture proxy on turn {turn + 1} (a wrong base URL, an unresolved model or a "
+                    f"refused key); its output: {exit_.output[-_TAIL:]}",
+                )
             following = await self.episode.end_turn(exit_.reply)
             if following is None:
                 return
@@ -223,16 +235,21 @@ class Play:
         )
         exit_ = await self._wait(await self._launch(kind, request, dirs, "user"), "user")
         if exit_.code != 0 or not exit_.reply:
-            raise _fail("crash", f"user simulator {spec.name!r} exited with {exit_.code} on turn {turn + 1} and "
-                        f"no message: {exit_.output[-_TAIL:]}")  # fmt: skip
+            raise _fail(
+                "crash",
+                f"user simulator {spec.name!r} exited with {exit_.code} on turn {turn + 1} and "
+                f"no message: {exit_.output[-_TAIL:]}",
+            )
         return exit_.reply
 
     async def _launch(self, kind: AgentKind, request: AgentRequest, dirs: AgentDirs, role: str) -> AgentProcess:
         try:
             launch = kind.launch(request)
         except Exception as exc:
-            raise _fail("deploy", f"{role} {request.spec.name!r} ({kind.name}) could not be launched: "
-                        f"{type(exc).__name__}: {exc}") from None  # fmt: skip
+            raise _fail(
+                "deploy",
+                f"{role} {request.spec.name!r} ({kind.name}) could not be launched: {type(exc).__name__}: {exc}",
+            ) from None
         try:
             openings = openings_for(request)
         except AgentEnvError as exc:

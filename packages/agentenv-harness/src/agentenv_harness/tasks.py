@@ -142,8 +142,14 @@ def plan(
             kept.append(task)
             continue
         left.append(LeftOut(task.id, reason))
-        warn_once(log, f"left-out:{bundle.path}:{task.id}:{reason}", "task %r of bundle %r is left out of harness "
-                  "training: %s", task.id, bundle.name, reason)  # fmt: skip
+        warn_once(
+            log,
+            f"left-out:{bundle.path}:{task.id}:{reason}",
+            "task %r of bundle %r is left out of harness training: %s",
+            task.id,
+            bundle.name,
+            reason,
+        )
     return kept, left
 
 
