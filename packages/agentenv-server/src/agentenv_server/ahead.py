@@ -135,8 +135,12 @@ class Ahead:
             self.failed += 1
             toolset.failures += 1
             kind, _, message = deploy_failure(exc, self.deploy_timeout, deployment.current)
-            log.warning("a deploy ahead for toolset %s failed (%s: %s); deploying another", deployment.toolset_key,
-                        kind, message)  # fmt: skip
+            log.warning(
+                "a deploy ahead for toolset %s failed (%s: %s); deploying another",
+                deployment.toolset_key,
+                kind,
+                message,
+            )
         finally:
             toolset.deploying.discard(asyncio.current_task())  # type: ignore[arg-type]  # ready now, or no longer held
             if ok:
@@ -157,8 +161,13 @@ class Ahead:
         """Stop deploying ahead and tear down every ready deployment (at shutdown)."""
         self._closed = True
         if self.toolsets:
-            log.info("deploy ahead: %d rollout(s) started on a ready deployment, %d found none ready, %d deploy(s) "
-                     "ahead failed", self.taken, self.missed, self.failed)  # fmt: skip
+            log.info(
+                "deploy ahead: %d rollout(s) started on a ready deployment, %d found none ready, %d deploy(s) "
+                "ahead failed",
+                self.taken,
+                self.missed,
+                self.failed,
+            )
         for task in self._deploys:
             task.cancel()  # its own teardown runs as it ends
         ready = [d for t in self.toolsets.values() for d in t.ready]

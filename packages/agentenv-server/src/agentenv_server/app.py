@@ -150,29 +150,49 @@ def build_app(
     QuietAcceptErrors.install()
     _warm(bundle)
     recorder = Recorder(record, max_bytes=record_max_bytes) if isinstance(record, str | Path) else record
-    served = Served(bundle=bundle, tool_timeout=tool_timeout, reset_timeout=reset_timeout, reward=reward,
-                    threads=ToolThreads(pool_size(tool_threads)), max_message_bytes=max_message_bytes,
-                    recorder=recorder)  # fmt: skip
+    served = Served(
+        bundle=bundle,
+        tool_timeout=tool_timeout,
+        reset_timeout=reset_timeout,
+        reward=reward,
+        threads=ToolThreads(pool_size(tool_threads)),
+        max_message_bytes=max_message_bytes,
+        recorder=recorder,
+    )
     app = FastAPI(title=f"agentenv: {bundle.name}", description=bundle.description, openapi_url=None)
     server = _openenv_server(app, served, capacity)
     _own_routes(app, served, capacity)
     access = Access(token.encode() if token else None, allow_origins=allow_origins, allow_no_token=allow_no_token)
     heads = HeadGate(room=fds.spare)  # the transport's (runner.uvicorn_config): its descriptors come out of fds.spare
-    guard = GuardState(access=access, heads=heads, max_message_bytes=max_message_bytes,
-                       idle_timeout=idle_timeout, capacity=capacity, fds=fds,
-                       capacity_fix=lambda: server.capacity_fix)  # fmt: skip
+    guard = GuardState(
+        access=access,
+        heads=heads,
+        max_message_bytes=max_message_bytes,
+        idle_timeout=idle_timeout,
+        capacity=capacity,
+        fds=fds,
+        capacity_fix=lambda: server.capacity_fix,
+    )
     _tear_down_at_shutdown(app, served, guard)
     _deploy_ahead(app, served, guard, warm=warm, deploy_timeout=reset_timeout, capacity=capacity, fds=fds)
     app.add_middleware(Guard, state=guard)
     _watched(served, guard, capacity)
+    _keep_in_state(app, served, server, guard, max_frame_bytes, note)
+    return app
+
+
+def _keep_in_state(
+    app: FastAPI, served: Served, server: _AgentEnvHTTPServer, guard: GuardState, max_frame_bytes: int | None, note: str
+) -> None:
+    """What the app's routes, its transport and its tests read from ``app.state``."""
+    max_message_bytes = guard.max_message_bytes
     app.state.agentenv = served
     app.state.openenv = server
     app.state.max_message_bytes = max_message_bytes
     app.state.max_frame_bytes = max_frame_bytes or max(MIN_FRAME_BYTES, 4 * max_message_bytes)
     app.state.guard = guard
-    app.state.heads = heads
+    app.state.heads = guard.heads
     app.state.capacity_note = f"{note}; {served.ahead.describe()}"
-    return app
 
 
 def _openenv_server(app: FastAPI, served: Served, capacity: int) -> _AgentEnvHTTPServer:
@@ -263,8 +283,11 @@ def _watched(served: Served, guard: GuardState, capacity: int) -> None:
     metrics.watch("agentenv_episodes_running", "Episodes running now", lambda: len(served.live))
     if guard.fds is not None:
         fds = guard.fds
-        metrics.watch("agentenv_session_room", "Sessions the file descriptors left under the limit still fit",
-                      lambda: min(fds.room(), 1 << 20))  # fmt: skip
+        metrics.watch(
+            "agentenv_session_room",
+            "Sessions the file descriptors left under the limit still fit",
+            lambda: min(fds.room(), 1 << 20),
+        )
     if recorder is not None:
         metrics.watch("agentenv_records_written", "Episode records written (--record)", lambda: recorder.written)
         metrics.watch("agentenv_records_dropped", "Episode records that could not be written", lambda: recorder.dropped)

@@ -265,8 +265,12 @@ def run_ray(args: argparse.Namespace, token: str | None) -> int:
     signal.signal(signal.SIGINT, on_signal)
     scale = f"{autoscale[0]}..{autoscale[1]} replicas" if autoscale else f"{args.replicas or 1} replica(s)"
     auth = f"bearer token from ${args.token_var}" if token else "no token"
-    print(f"agentenv: serving bundle {args.bundle} on Ray Serve ({scale}, Ray at {server.ray_address}) on "
-          f"{server.url} with {auth}", file=sys.stderr, flush=True)  # fmt: skip
+    print(
+        f"agentenv: serving bundle {args.bundle} on Ray Serve ({scale}, Ray at {server.ray_address}) on "
+        f"{server.url} with {auth}",
+        file=sys.stderr,
+        flush=True,
+    )
     try:
         while not stop.wait(0.5):
             pass

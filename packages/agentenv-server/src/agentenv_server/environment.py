@@ -142,8 +142,9 @@ class BundleEnvironment(Environment[EpisodeAction, EpisodeObservation, State]):
                 "client's agentenv-core (or this server) so they match",
             )
         if unknown:
-            return _error(Code.BAD_RESET, f"unknown reset field(s) {', '.join(sorted(unknown))}; send task_id, or "
-                          "split and index")  # fmt: skip
+            return _error(
+                Code.BAD_RESET, f"unknown reset field(s) {', '.join(sorted(unknown))}; send task_id, or split and index"
+            )
         if purpose not in ("play", "probe", "check"):
             return _error(Code.BAD_RESET, f"purpose {purpose!r} is not one of play, probe, check")
         try:
@@ -205,16 +206,21 @@ class BundleEnvironment(Environment[EpisodeAction, EpisodeObservation, State]):
             try:
                 return bundle.task(task_id)
             except KeyError:
-                return _error(Code.UNKNOWN_TASK, f"bundle {bundle.name!r} has no task {task_id!r}; read the task ids "
-                              "from the Task API (agentenv.taskapi.read_tasks)")  # fmt: skip
+                return _error(
+                    Code.UNKNOWN_TASK,
+                    f"bundle {bundle.name!r} has no task {task_id!r}; read the task ids "
+                    "from the Task API (agentenv.taskapi.read_tasks)",
+                )
         if split is None or index is None:
             return _error(Code.BAD_RESET, "reset needs task_id, or split and index")
         if split not in bundle.splits:
             return _error(Code.UNKNOWN_SPLIT, unknown_split(bundle, split))
         tasks = bundle.split(split)
         if not isinstance(index, int) or not 0 <= index < len(tasks):
-            return _error(Code.UNKNOWN_TASK, f"split {split!r} has {len(tasks)} tasks; index {index!r} is not in "
-                          f"0..{len(tasks) - 1}")  # fmt: skip
+            return _error(
+                Code.UNKNOWN_TASK,
+                f"split {split!r} has {len(tasks)} tasks; index {index!r} is not in 0..{len(tasks) - 1}",
+            )
         return tasks[index]
 
     async def step_async(
@@ -332,10 +338,7 @@ class BundleEnvironment(Environment[EpisodeAction, EpisodeObservation, State]):
     def list_splits(self) -> list[dict[str, Any]]:
         """The splits, each with its task count."""
         bundle = self._served.bundle
-        return [
-            {"name": s, "type": _split_type(s), "num_tasks": len(bundle.split(s))}
-            for s in bundle.splits
-        ]  # fmt: skip
+        return [{"name": s, "type": _split_type(s), "num_tasks": len(bundle.split(s))} for s in bundle.splits]
 
     def num_tasks(self, split: str) -> int:
         """How many tasks ``split`` has."""
@@ -363,8 +366,9 @@ class BundleEnvironment(Environment[EpisodeAction, EpisodeObservation, State]):
 
         bundle = self._served.bundle
         if split not in bundle.splits:
-            raise HTTPException(status_code=404, detail={"message": unknown_split(bundle, split),
-                                                         "splits": bundle.splits})  # fmt: skip
+            raise HTTPException(
+                status_code=404, detail={"message": unknown_split(bundle, split), "splits": bundle.splits}
+            )
         return bundle.split(split)
 
 

@@ -45,9 +45,11 @@ class Metrics:
             registry=registry,
         )
         self.started = Counter(
-            "agentenv_episodes_started", "Episodes started, by purpose (play, probe, check)", ["purpose"],
+            "agentenv_episodes_started",
+            "Episodes started, by purpose (play, probe, check)",
+            ["purpose"],
             registry=registry,
-        )  # fmt: skip
+        )
         self.ended = Counter(
             "agentenv_episodes_ended",
             "Episodes ended, by purpose and outcome (scored, failed, unscored), and for failed ones who is at fault "
@@ -56,18 +58,23 @@ class Metrics:
             registry=registry,
         )
         self.calls = Counter(
-            "agentenv_tool_calls", "Tool calls answered, by whether the answer is an error (the policy's mistake)",
-            ["error"], registry=registry,
-        )  # fmt: skip
+            "agentenv_tool_calls",
+            "Tool calls answered, by whether the answer is an error (the policy's mistake)",
+            ["error"],
+            registry=registry,
+        )
         self.deploy = Histogram(
             "agentenv_deploy_seconds", "Seconds each episode's deploy took", registry=registry, buckets=_SECONDS
         )
-        self.tool = Histogram("agentenv_tool_seconds", "Seconds each tool call took", registry=registry,
-                              buckets=_SECONDS)  # fmt: skip
+        self.tool = Histogram(
+            "agentenv_tool_seconds", "Seconds each tool call took", registry=registry, buckets=_SECONDS
+        )
         self.verify = Histogram(
-            "agentenv_verify_seconds", "Seconds each episode's verifiers took, all turns", registry=registry,
+            "agentenv_verify_seconds",
+            "Seconds each episode's verifiers took, all turns",
+            registry=registry,
             buckets=_SECONDS,
-        )  # fmt: skip
+        )
 
     def watch(self, name: str, help_text: str, read: Callable[[], float]) -> None:
         """A gauge read from ``read()`` at each scrape (sessions open, episodes running, records dropped...)."""

@@ -200,8 +200,9 @@ def application(
     from ._replica import BundleReplica
 
     capacity = _capacity(max_concurrent_envs)
-    options = deployment_options(capacity, replicas=replicas, autoscale=autoscale, replica_cpus=replica_cpus,
-                                 drain_seconds=drain_seconds)  # fmt: skip
+    options = deployment_options(
+        capacity, replicas=replicas, autoscale=autoscale, replica_cpus=replica_cpus, drain_seconds=drain_seconds
+    )
     app_options = {
         "max_concurrent_envs": capacity,
         "reward": reward,
@@ -228,8 +229,8 @@ def build_application(args: dict[str, Any]) -> Any:
     if unknown or "bundle" not in args:
         problem = f"unknown {', '.join(unknown)}" if unknown else "no bundle"
         allowed = ", ".join(sorted(known - {"bundle"}))
-        raise AgentEnvError(f"agentenv_server.ray:build_application args: {problem}; give bundle (its path on the "
-                            f"nodes) and any of {allowed}")  # fmt: skip
+        give = f"give bundle (its path on the nodes) and any of {allowed}"
+        raise AgentEnvError(f"agentenv_server.ray:build_application args: {problem}; {give}")
     options = dict(args)
     bundle = str(options.pop("bundle"))
     if "autoscale" in options:
@@ -276,8 +277,7 @@ def deploy(
     """
     if token_var is not None and not os.environ.get(token_var):
         raise AgentEnvError(f"token_var {token_var}: ${token_var} is not set or empty; export {token_var}=<token>")
-    if token_var is None and not allow_no_token and not is_loopback(host):
-        raise AgentEnvError(_public_without_token(host))
+    _refuse_public_without_token(host, token_var, allow_no_token)
     if ray_address is None and "ray" not in sys.modules:
         # a Ray started here is this machine's alone: every part of it on loopback, not the node's address
         os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
@@ -287,42 +287,55 @@ def deploy(
 
     path = Path(bundle).resolve()
     load_bundle(path)  # a bad bundle is refused here, with every problem named, not in each replica's log
-    shipped = ship_bundle and ray_address is not None
-    # a shipped bundle is the replicas' working directory
-    app = application("." if shipped else str(path), token_var=token_var, allow_no_token=allow_no_token,
-                      replicas=replicas, autoscale=autoscale,
-                      max_concurrent_envs=max_concurrent_envs, reward=reward, tool_timeout=tool_timeout,
-                      reset_timeout=reset_timeout, idle_timeout=idle_timeout, replica_cpus=replica_cpus,
-                      drain_seconds=drain_seconds, warm=warm)  # fmt: skip
+    shipped = ship_bundle and ray_address is not None  # a shipped bundle is the replicas' working directory
+    app = application(
+        "." if shipped else str(path),
+        token_var=token_var,
+        allow_no_token=allow_no_token,
+        replicas=replicas,
+        autoscale=autoscale,
+        max_concurrent_envs=max_concurrent_envs,
+        reward=reward,
+        tool_timeout=tool_timeout,
+        reset_timeout=reset_timeout,
+        idle_timeout=idle_timeout,
+        replica_cpus=replica_cpus,
+        drain_seconds=drain_seconds,
+        warm=warm,
+    )
     owns = _connect(ray_address, local_cpus, working_dir=path if shipped else None)
     try:
         serve.start(http_options=HTTPOptions(host=host, port=port))
         host, port = _serving_at(host, port)  # a Serve that already ran keeps its own (Ray's rule)
-        if token_var is None and not allow_no_token and not is_loopback(host):
-            raise AgentEnvError(_public_without_token(host) + " (Serve already listened there)")
+        _refuse_public_without_token(host, token_var, allow_no_token, " (Serve already listened there)")
         serve.run(app, name=name, route_prefix=route_prefix, blocking=False)
         _wait_for_replicas(host, port, route_prefix, autoscale[0] if autoscale else replicas, timeout=reset_timeout)
     except BaseException:  # a failed deploy, or SIGTERM / Ctrl-C during it: leave nothing deployed or running
-        with contextlib.suppress(Exception):
-            serve.delete(name)
-        if owns:
-            with contextlib.suppress(Exception):
-                serve.shutdown()
-        if owns or ray_address is not None:
-            ray.shutdown()  # stops the Ray this call started; leaves a cluster's running (disconnects)
+        _undo(serve, ray, name, owns=owns, connected=owns or ray_address is not None)
         raise
     address = ray.get_runtime_context().gcs_address
     shown = f"[{host}]" if ":" in host else host
     prefix = "" if route_prefix == "/" else route_prefix.rstrip("/")
-    return RayServe(url=f"http://{shown}:{port}{prefix}", name=name, ray_address=address, owns_ray=owns,
-                    _connected=owns or ray_address is not None)  # fmt: skip
+    url = f"http://{shown}:{port}{prefix}"
+    return RayServe(url=url, name=name, ray_address=address, owns_ray=owns, _connected=owns or ray_address is not None)
 
 
-def _public_without_token(host: str) -> str:
-    return (
-        f"host {host} is reachable from other machines and no token is set: give token_var= (--token-var NAME, and "
-        "export NAME=<token>), or pass allow_no_token=True (--allow-no-token) if the network is trusted"
-    )
+def _undo(serve: Any, ray: Any, name: str, *, owns: bool, connected: bool) -> None:
+    with contextlib.suppress(Exception):
+        serve.delete(name)
+    if owns:
+        with contextlib.suppress(Exception):
+            serve.shutdown()
+    if connected:
+        ray.shutdown()  # stops the Ray this call started; leaves a cluster's running (disconnects)
+
+
+def _refuse_public_without_token(host: str, token_var: str | None, allow_no_token: bool, said: str = "") -> None:
+    if token_var is None and not allow_no_token and not is_loopback(host):
+        raise AgentEnvError(
+            f"host {host} is reachable from other machines and no token is set: give token_var= (--token-var NAME, "
+            "and export NAME=<token>), or pass allow_no_token=True (--allow-no-token) if the network is trusted" + said
+        )
 
 
 def _serving_at(host: str, port: int) -> tuple[str, int]:
@@ -360,8 +373,8 @@ def _wait_for_replicas(host: str, port: int, route_prefix: str, replicas: int, *
         if len(seen) >= replicas:
             return
         time.sleep(0.5)
-    raise AgentEnvError(f"Ray Serve reported the application running, but only {len(seen)} of {replicas} replicas "
-                        f"answered on {url} within {timeout:g} s; see the replicas' logs (serve status)")  # fmt: skip
+    said = f"only {len(seen)} of {replicas} replicas answered on {url} within {timeout:g} s; see the replicas' logs"
+    raise AgentEnvError(f"Ray Serve reported the application running, but {said} (serve status)")
 
 
 def _connect(ray_address: str | None, local_cpus: int | None, working_dir: Path | None) -> bool:

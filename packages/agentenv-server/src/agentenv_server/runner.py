@@ -126,8 +126,11 @@ class Server(uvicorn.Server):
             try:
                 await asyncio.wait_for(close_sessions(app), self.grace)
             except TimeoutError:
-                log.warning("episodes still tearing down after the shutdown grace of %g s: killed %d env process(es)",
-                            self.grace, procs.kill_all())  # fmt: skip
+                log.warning(
+                    "episodes still tearing down after the shutdown grace of %g s: killed %d env process(es)",
+                    self.grace,
+                    procs.kill_all(),
+                )
         left = self.grace - (time.monotonic() - began)
         self.config.timeout_graceful_shutdown = max(1, math.ceil(left))
         await super().shutdown(sockets)
@@ -136,8 +139,12 @@ class Server(uvicorn.Server):
 
 def _exit_now(grace: float) -> None:
     killed = procs.kill_all()
-    print(f"agentenv: shutdown took longer than its grace ({grace:g} s + {WATCHDOG_SLACK:g}); exiting now"
-          + (f" (killed {killed} env process(es))" if killed else ""), file=sys.stderr, flush=True)  # fmt: skip
+    print(
+        f"agentenv: shutdown took longer than its grace ({grace:g} s + {WATCHDOG_SLACK:g}); exiting now"
+        + (f" (killed {killed} env process(es))" if killed else ""),
+        file=sys.stderr,
+        flush=True,
+    )
     os._exit(1)
 
 
@@ -230,8 +237,9 @@ class ServerThread:
         self._sock = listening_socket(host, port)
         self.host = host
         self.port = self._sock.getsockname()[1]
-        self.server = Server(uvicorn_config(app, host=host, port=self.port, **config), grace=config.get("grace",
-                             DEFAULT_SHUTDOWN_GRACE))  # fmt: skip
+        self.server = Server(
+            uvicorn_config(app, host=host, port=self.port, **config), grace=config.get("grace", DEFAULT_SHUTDOWN_GRACE)
+        )
         self._thread = threading.Thread(target=self._run, name=f"agentenv-server:{self.port}", daemon=True)
         self._error: BaseException | None = None
 

@@ -21,10 +21,15 @@ from .data import KEPT_OUT_WARNING, Filters, Run
 __all__ = ["CSP", "build_viewer"]
 
 HERE = Path(__file__).parent
-CSP = ("default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; base-uri 'none'; "
-       "frame-ancestors 'none'")  # fmt: skip
-_HEADERS = {"Content-Security-Policy": CSP, "X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer",
-            "Cache-Control": "no-store"}  # fmt: skip
+CSP = (
+    "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
+)
+_HEADERS = {
+    "Content-Security-Policy": CSP,
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-store",
+}
 _STATIC = {"view.css": "text/css", "icon.svg": "image/svg+xml"}  # every asset the pages use, shipped here
 
 
@@ -59,8 +64,14 @@ def build_viewer(run: Run, token: str, *, compare: Run | None = None) -> FastAPI
         if not allowed(given):
             return _missing()
         over = run.over_time()
-        return page("summary.html", summary=run.summary(), kept_out=run.kept_out(), warning=KEPT_OUT_WARNING,
-                    chart=_chart(over), comparison=comparison)  # fmt: skip
+        return page(
+            "summary.html",
+            summary=run.summary(),
+            kept_out=run.kept_out(),
+            warning=KEPT_OUT_WARNING,
+            chart=_chart(over),
+            comparison=comparison,
+        )
 
     @app.get("/{given}/static/{name}")
     async def static(given: str, name: str) -> Response:
@@ -98,8 +109,16 @@ def _chart(points: list[dict[str, Any]], width: int = 720, height: int = 240) ->
     reward = " ".join(f"{x(n)},{y(p['reward'])}" for n, p in enumerate(points) if p["reward"] is not None)
     failed = " ".join(f"{x(n)},{y(p['failed'])}" for n, p in enumerate(points))
     return {
-        "width": width, "height": height, "left": left, "top": top, "inner_width": inner_w, "inner_height": inner_h,
+        "width": width,
+        "height": height,
+        "left": left,
+        "top": top,
+        "inner_width": inner_w,
+        "inner_height": inner_h,
         "ticks": [{"y": y(v), "label": f"{v:g}"} for v in (0.0, 0.25, 0.5, 0.75, 1.0)],
-        "warning_y": y(KEPT_OUT_WARNING), "reward": reward, "failed": failed,
-        "first": points[0]["first"] if points else 0, "last": points[-1]["last"] if points else 0,
-    }  # fmt: skip
+        "warning_y": y(KEPT_OUT_WARNING),
+        "reward": reward,
+        "failed": failed,
+        "first": points[0]["first"] if points else 0,
+        "last": points[-1]["last"] if points else 0,
+    }

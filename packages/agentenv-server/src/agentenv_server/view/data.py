@@ -52,9 +52,20 @@ class Row:
         scores = {str(s["id"]): s.get("score") for s in self.steps}
         passed = None if self.reward is None else self.reward >= 1.0
         failures = [*self.earlier, *([self.failure] if self.failure else [])]
-        return Sample(task=self.task, split=self.split, sample=number, outcome=self.outcome, reward=self.reward,
-                      passed=passed, scores=scores, failure=self.failure, failures=failures, attempts=self.attempts,
-                      turns=len(self.turns), tool_calls=calls)  # fmt: skip
+        return Sample(
+            task=self.task,
+            split=self.split,
+            sample=number,
+            outcome=self.outcome,
+            reward=self.reward,
+            passed=passed,
+            scores=scores,
+            failure=self.failure,
+            failures=failures,
+            attempts=self.attempts,
+            turns=len(self.turns),
+            tool_calls=calls,
+        )
 
 
 @dataclass
@@ -72,9 +83,15 @@ class Filters:
     @classmethod
     def of(cls, query: Mapping[str, str]) -> Filters:
         """Read the query; a bound that is not a number filters nothing."""
-        return cls(task=query.get("task", ""), split=query.get("split", ""), outcome=query.get("outcome", ""),
-                   kind=query.get("kind", ""), reward_min=_number(query.get("rmin")),
-                   reward_max=_number(query.get("rmax")), replayed=query.get("replayed") == "1")  # fmt: skip
+        return cls(
+            task=query.get("task", ""),
+            split=query.get("split", ""),
+            outcome=query.get("outcome", ""),
+            kind=query.get("kind", ""),
+            reward_min=_number(query.get("rmin")),
+            reward_max=_number(query.get("rmax")),
+            replayed=query.get("replayed") == "1",
+        )
 
     def keep(self, row: Row) -> bool:
         """Whether ``row`` passes every filter."""
@@ -123,17 +140,25 @@ class Run:
         for start in range(0, len(self.rows), size):
             part = self.rows[start : start + size]
             rewards = [r.reward for r in part if r.reward is not None]
-            out.append({
-                "first": start + 1, "last": start + len(part), "started": part[0].started,
-                "reward": sum(rewards) / len(rewards) if rewards else None,
-                "failed": sum(r.outcome == "failed" for r in part) / len(part),
-            })  # fmt: skip
+            out.append(
+                {
+                    "first": start + 1,
+                    "last": start + len(part),
+                    "started": part[0].started,
+                    "reward": sum(rewards) / len(rewards) if rewards else None,
+                    "failed": sum(r.outcome == "failed" for r in part) / len(part),
+                }
+            )
         return out
 
     def choices(self, name: str) -> list[str]:
         """The values a filter can take (tasks, splits, outcomes, failure kinds), sorted."""
-        values = {"task": lambda r: r.task, "split": lambda r: r.split, "outcome": lambda r: r.outcome,
-                  "kind": lambda r: r.kind}[name]  # fmt: skip
+        values = {
+            "task": lambda r: r.task,
+            "split": lambda r: r.split,
+            "outcome": lambda r: r.outcome,
+            "kind": lambda r: r.kind,
+        }[name]
         return sorted({v for v in map(values, self.rows) if v})
 
 
@@ -144,8 +169,10 @@ def load(source: str | Path) -> Run:
     if results.name == RESULTS and results.is_file():
         return Run(str(path), "eval", _eval_rows(results))
     if path.is_dir() and not record.shards(path):
-        raise AgentEnvError(f"{path}: neither records (records-*.jsonl from agentenv serve --record DIR) nor an eval "
-                            "run (results.jsonl from agentenv eval --out DIR); give one of those")  # fmt: skip
+        raise AgentEnvError(
+            f"{path}: neither records (records-*.jsonl from agentenv serve --record DIR) nor an eval "
+            "run (results.jsonl from agentenv eval --out DIR); give one of those"
+        )
     return Run(str(path), "records", _record_rows(record.read(path)))
 
 
@@ -154,13 +181,25 @@ def _record_rows(records: Any) -> list[Row]:
     for attempts in record.rollouts(records):
         last = attempts[-1]
         earlier = list(last.get("earlier") or [])
-        rows.append(Row(
-            key=f"e{len(rows)}", task=str(last.get("task", "")), split=str(last.get("split", "")),
-            outcome=str(last.get("outcome", "")), reward=_number(last.get("reward")), attempts=len(attempts),
-            failure=last.get("failure"), earlier=earlier, started=str(attempts[0].get("started", "")),
-            client=str(last.get("client", "")), step=last.get("step"), system=str(last.get("system", "")),
-            turns=list(last.get("turns") or []), steps=list(last.get("steps") or []), attempt_records=attempts,
-        ))  # fmt: skip
+        rows.append(
+            Row(
+                key=f"e{len(rows)}",
+                task=str(last.get("task", "")),
+                split=str(last.get("split", "")),
+                outcome=str(last.get("outcome", "")),
+                reward=_number(last.get("reward")),
+                attempts=len(attempts),
+                failure=last.get("failure"),
+                earlier=earlier,
+                started=str(attempts[0].get("started", "")),
+                client=str(last.get("client", "")),
+                step=last.get("step"),
+                system=str(last.get("system", "")),
+                turns=list(last.get("turns") or []),
+                steps=list(last.get("steps") or []),
+                attempt_records=attempts,
+            )
+        )
     rows.sort(key=lambda r: r.started)
     return [Row(**{**r.__dict__, "key": f"e{n}"}) for n, r in enumerate(rows)]
 
@@ -180,9 +219,20 @@ def _eval_rows(path: Path) -> list[Row]:
     for s in samples.values():
         earlier = list(s.failures[:-1] if s.failure else s.failures)
         steps = [{"id": k, "turn": None, "score": v} for k, v in s.scores.items()]
-        rows.append(Row(key=f"e{len(rows)}", task=s.task, split=s.split, outcome=s.outcome, reward=s.reward,
-                        attempts=s.attempts, failure=s.failure, earlier=earlier, steps=steps,
-                        transcript=list(s.transcript)))  # fmt: skip
+        rows.append(
+            Row(
+                key=f"e{len(rows)}",
+                task=s.task,
+                split=s.split,
+                outcome=s.outcome,
+                reward=s.reward,
+                attempts=s.attempts,
+                failure=s.failure,
+                earlier=earlier,
+                steps=steps,
+                transcript=list(s.transcript),
+            )
+        )
     return rows
 
 
