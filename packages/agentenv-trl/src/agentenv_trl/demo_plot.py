@@ -62,10 +62,11 @@ def plot_reports(arms: Mapping[str, Sequence[DemoReport]], path: Path, *, title:
             steps = [s.step for s in run.steps]
             train.plot(steps, [_nan(s.reward) for s in run.steps], color=color, alpha=0.25, linewidth=0.8)
         per_step = [
-            statistics.fmean(vals) if (vals := [r.steps[i].reward for r in runs if i < len(r.steps) and
-                                                r.steps[i].reward is not None]) else None
+            statistics.fmean(vals)
+            if (vals := [r.steps[i].reward for r in runs if i < len(r.steps) and r.steps[i].reward is not None])
+            else None
             for i in range(length)
-        ]  # fmt: skip
+        ]
         curve = smooth(per_step, window)
         runs_said = f"{len(runs)} seeds" if len(runs) > 1 else f"seed {runs[0].seed}" if runs else ""
         train.plot(

@@ -76,8 +76,9 @@ class AgentEnv:
         try:
             info = probe(shared)
         except ServerUnavailable as exc:
-            raise ServerUnavailable(f"{exc}; or serve the bundle in this process: AgentEnv.local(BUNDLE)",
-                                    failure=exc.failure) from None  # fmt: skip
+            raise ServerUnavailable(
+                f"{exc}; or serve the bundle in this process: AgentEnv.local(BUNDLE)", failure=exc.failure
+            ) from None
         self._setup(shared, info.name)
         self.info: ServerInfo = info
         self.split = split

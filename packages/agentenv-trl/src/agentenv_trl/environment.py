@@ -114,9 +114,14 @@ class TaskEnvironment(metaclass=_EnvironmentType):
         try:
             started = self._rollout.start()
         except AtCapacity as exc:
-            warn_once(log, f"lost:{exc.kind}", "%s. Each TRL environment instance holds one session: the trainer "
-                      "needs one per rollout of a generation batch, plus one probe per environment class. This "
-                      "rollout gets no reward", exc)  # fmt: skip
+            warn_once(
+                log,
+                f"lost:{exc.kind}",
+                "%s. Each TRL environment instance holds one session: the trainer "
+                "needs one per rollout of a generation batch, plus one probe per environment class. This "
+                "rollout gets no reward",
+                exc,
+            )
             return None
         except EpisodeLost as exc:
             warn_once(log, f"lost:{exc.kind}", "the rollout of task %r is lost at its start: %s", task_id, exc)
