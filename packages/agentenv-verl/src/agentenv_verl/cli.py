@@ -35,31 +35,60 @@ def _add_source(parser: argparse.ArgumentParser, out_help: str) -> None:
     add = parser.add_argument
     add("url", metavar="URL", help="the agentenv server (http://host:port)")
     add("out", metavar="OUT", type=Path, help=out_help)
-    add("--split", dest="splits", action="append", metavar="NAME",
-        help="write only this split (repeatable; default: every split)")  # fmt: skip
-    add("--token-var", metavar="NAME",
-        help="the environment variable holding the server's token (read here and in every verl worker)")  # fmt: skip
+    add(
+        "--split",
+        dest="splits",
+        action="append",
+        metavar="NAME",
+        help="write only this split (repeatable; default: every split)",
+    )
+    add(
+        "--token-var",
+        metavar="NAME",
+        help="the environment variable holding the server's token (read here and in every verl worker)",
+    )
     add("--quiet", action="store_true", help="no progress bar")
 
 
 def _add_play(parser: argparse.ArgumentParser) -> None:
     """How patiently the loops and the reward function play an episode."""
     add = parser.add_argument
-    add("--reset-timeout", type=float, default=300.0, metavar="S",
+    add(
+        "--reset-timeout",
+        type=float,
+        default=300.0,
+        metavar="S",
         help="seconds a deploy or an end of turn may take; also how long after its start a rollout may begin a "
-             "replay, and how long a restarting server is waited for (default: 300)")  # fmt: skip
-    add("--attempts", type=int, default=3, metavar="N",
-        help="plays of a rollout the env fails before it is given up as failed (default: 3)")  # fmt: skip
+        "replay, and how long a restarting server is waited for (default: 300)",
+    )
+    add(
+        "--attempts",
+        type=int,
+        default=3,
+        metavar="N",
+        help="plays of a rollout the env fails before it is given up as failed (default: 3)",
+    )
 
 
 def _add_tokenizer(parser: argparse.ArgumentParser) -> None:
     add = parser.add_argument
-    add("--tokenizer", metavar="MODEL_OR_PATH",
-        help="the policy's tokenizer: count each prompt with its tools as its chat template renders it")  # fmt: skip
-    add("--chat-template-kwargs", metavar="JSON", default=None,
-        help="as verl's data.apply_chat_template_kwargs, e.g. '{\"enable_thinking\": false}'")  # fmt: skip
-    add("--max-prompt-length", type=int, metavar="N",
-        help="refuse rows over N tokens (verl's data.max_prompt_length); needs --tokenizer")  # fmt: skip
+    add(
+        "--tokenizer",
+        metavar="MODEL_OR_PATH",
+        help="the policy's tokenizer: count each prompt with its tools as its chat template renders it",
+    )
+    add(
+        "--chat-template-kwargs",
+        metavar="JSON",
+        default=None,
+        help="as verl's data.apply_chat_template_kwargs, e.g. '{\"enable_thinking\": false}'",
+    )
+    add(
+        "--max-prompt-length",
+        type=int,
+        metavar="N",
+        help="refuse rows over N tokens (verl's data.max_prompt_length); needs --tokenizer",
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -70,11 +99,15 @@ def _add_tokenizer(parser: argparse.ArgumentParser) -> None:
 def configure_write(parser: argparse.ArgumentParser) -> None:
     """Add the writer's arguments to ``parser``."""
     _add_source(parser, "folder for <split>.parquet and agent_loop.yaml")
-    parser.add_argument("--single-turn", action="store_true",
-                        help="single-turn rows (verl's standard fields) scored by agentenv_verl.reward or the "
-                             "single-turn loop; multi-turn tasks are left out")  # fmt: skip
-    parser.add_argument("--tool-timeout", type=float, default=60.0, metavar="S",
-                        help="seconds a tool call may take (default: 60)")  # fmt: skip
+    parser.add_argument(
+        "--single-turn",
+        action="store_true",
+        help="single-turn rows (verl's standard fields) scored by agentenv_verl.reward or the "
+        "single-turn loop; multi-turn tasks are left out",
+    )
+    parser.add_argument(
+        "--tool-timeout", type=float, default=60.0, metavar="S", help="seconds a tool call may take (default: 60)"
+    )
     _add_play(parser)
     _add_tokenizer(parser)
 
@@ -100,8 +133,10 @@ def run_write(args: argparse.Namespace) -> int:
     print("verl settings:")
     print(f"  actor_rollout_ref.rollout.agent.agent_loop_config_path={written.agent_loop_config.resolve()}")
     if written.single_turn:
-        print(f"  actor_rollout_ref.rollout.agent.default_agent_loop={written.agent_name}  (scores in the loop: a "
-              "sample without a verdict is masked under the legacy trainer, dropped under V1)")  # fmt: skip
+        print(
+            f"  actor_rollout_ref.rollout.agent.default_agent_loop={written.agent_name}  (scores in the loop: a "
+            "sample without a verdict is masked under the legacy trainer, dropped under V1)"
+        )
     _data_settings(written, kwargs)
     return 0
 
@@ -112,8 +147,10 @@ def _report(written: Written) -> None:
         print(f"wrote {path} ({count} row{'s' if count != 1 else ''}, data_source {written.data_source})")
     for split, tasks in written.left_out.items():
         shown = ", ".join(tasks[:5]) + (f" and {len(tasks) - 5} more" if len(tasks) > 5 else "")
-        print(f"left out {len(tasks)} multi-turn task(s) of {split} ({shown}): train them with AgentEnvAgentLoop "
-              "(write without --single-turn)")  # fmt: skip
+        print(
+            f"left out {len(tasks)} multi-turn task(s) of {split} ({shown}): train them with AgentEnvAgentLoop "
+            "(write without --single-turn)"
+        )
     print(f"wrote {written.agent_loop_config} (loops {', '.join(_loop_names(written))})")
     if written.longest:
         print(f"longest prompt with its tools: {written.longest[0]}")
@@ -168,14 +205,34 @@ def configure_dapo(parser: argparse.ArgumentParser) -> None:
     _add_source(parser, "folder for the rows, agent_loop.yaml, agentenv_reward.py and dapo.yaml")
     _add_play(parser)
     add = parser.add_argument
-    add("--max-response-length", type=int, default=4096, metavar="N",
-        help="data.max_response_length, and the overlong penalty's max_resp_len (default: 4096)")  # fmt: skip
-    add("--overlong-buffer", type=int, default=1024, metavar="N",
-        help="the last N tokens before --max-response-length are penalised, linearly (default: 1024)")  # fmt: skip
-    add("--penalty-factor", type=float, default=1.0, metavar="F",
-        help="the overlong penalty at --max-response-length (default: 1.0)")  # fmt: skip
-    add("--clip-ratio-high", type=float, default=0.28, metavar="R",
-        help="DAPO's upper clip ratio (clip-higher; the lower stays 0.2) (default: 0.28)")  # fmt: skip
+    add(
+        "--max-response-length",
+        type=int,
+        default=4096,
+        metavar="N",
+        help="data.max_response_length, and the overlong penalty's max_resp_len (default: 4096)",
+    )
+    add(
+        "--overlong-buffer",
+        type=int,
+        default=1024,
+        metavar="N",
+        help="the last N tokens before --max-response-length are penalised, linearly (default: 1024)",
+    )
+    add(
+        "--penalty-factor",
+        type=float,
+        default=1.0,
+        metavar="F",
+        help="the overlong penalty at --max-response-length (default: 1.0)",
+    )
+    add(
+        "--clip-ratio-high",
+        type=float,
+        default=0.28,
+        metavar="R",
+        help="DAPO's upper clip ratio (clip-higher; the lower stays 0.2) (default: 0.28)",
+    )
     add("--rollout-n", type=int, default=16, metavar="N", help="responses per prompt, a GRPO group (default: 16)")
     _add_tokenizer(parser)
 
@@ -206,8 +263,10 @@ def run_dapo(args: argparse.Namespace) -> int:
     print(f"wrote {dapo.reward_module} (compute_score bound to {args.url})")
     print(f"wrote {dapo.config}")
     print("start verl with it:")
-    print(f"  python -m verl.trainer.main_ppo --config-path {dapo.config.parent} --config-name dapo "
-          "actor_rollout_ref.model.path=MODEL ...")  # fmt: skip
+    print(
+        f"  python -m verl.trainer.main_ppo --config-path {dapo.config.parent} --config-name dapo "
+        "actor_rollout_ref.model.path=MODEL ..."
+    )
     return 0
 
 
@@ -219,8 +278,13 @@ def run_dapo(args: argparse.Namespace) -> int:
 def configure_cli(parser: argparse.ArgumentParser) -> None:
     """``agentenv verl``: its subcommands."""
     sub = parser.add_subparsers(dest="verl_command", metavar="COMMAND")
-    configure_write(sub.add_parser("write", help="write a served bundle's tasks as verl datasets",
-                                   description="Write a served bundle's tasks as verl datasets."))  # fmt: skip
+    configure_write(
+        sub.add_parser(
+            "write",
+            help="write a served bundle's tasks as verl datasets",
+            description="Write a served bundle's tasks as verl datasets.",
+        )
+    )
     dapo = "Write a DAPO run on a served bundle: single-turn rows, a reward module bound to the server, a verl config."
     configure_dapo(sub.add_parser("dapo", help="write a DAPO run: rows, reward module, verl config", description=dapo))
 
@@ -238,14 +302,25 @@ def run_cli(args: argparse.Namespace) -> int:
 def configure_nemo_gym(parser: argparse.ArgumentParser) -> None:
     """``agentenv nemo-gym``: its subcommand ``write``."""
     sub = parser.add_subparsers(dest="gym_command", metavar="COMMAND")
-    write_parser = sub.add_parser("write", help="write a served bundle's tasks as NeMo Gym JSONL rows",
-                                  description="Write a served bundle's tasks as NeMo Gym JSONL rows.")  # fmt: skip
+    write_parser = sub.add_parser(
+        "write",
+        help="write a served bundle's tasks as NeMo Gym JSONL rows",
+        description="Write a served bundle's tasks as NeMo Gym JSONL rows.",
+    )
     _add_source(write_parser, "folder for <split>.jsonl")
-    write_parser.add_argument("--reset-timeout", type=float, default=300.0, metavar="S",
-                              help="seconds a probe's deploy may take (default: 300)")  # fmt: skip
-    write_parser.add_argument("--agent-name", metavar="NAME",
-                              help="add agent_ref {type: responses_api_agents, name: NAME} to every row (NeMo Gym's "
-                                   "data preparation adds it otherwise)")  # fmt: skip
+    write_parser.add_argument(
+        "--reset-timeout",
+        type=float,
+        default=300.0,
+        metavar="S",
+        help="seconds a probe's deploy may take (default: 300)",
+    )
+    write_parser.add_argument(
+        "--agent-name",
+        metavar="NAME",
+        help="add agent_ref {type: responses_api_agents, name: NAME} to every row (NeMo Gym's "
+        "data preparation adds it otherwise)",
+    )
 
 
 def run_nemo_gym(args: argparse.Namespace) -> int:

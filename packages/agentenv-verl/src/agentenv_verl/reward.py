@@ -218,8 +218,13 @@ class _Settings:
             raise RewardConfigError(f"reward_kwargs.attempts={attempts!r}: give 1 or more")
         if not float(reset_timeout) > 0:
             raise RewardConfigError(f"reward_kwargs.reset_timeout={reset_timeout!r}: give a positive number of seconds")
-        return cls(mapping, str(url) if url else None, str(token_var) if token_var else None,
-                   float(reset_timeout), int(attempts))  # fmt: skip
+        return cls(
+            mapping,
+            str(url) if url else None,
+            str(token_var) if token_var else None,
+            float(reset_timeout),
+            int(attempts),
+        )
 
     def shared(self, data_source: str) -> Shared:
         url = self.servers.get(data_source) or self.url
@@ -229,8 +234,9 @@ class _Settings:
                 f"({{{data_source}: http://host:port}}; it has {', '.join(sorted(self.servers))}), or give "
                 "reward_kwargs.url for every data source"
             )
-        return Shared(url, token_var=self.token_var, reset_timeout=self.reset_timeout, waits_for_server=True,
-                      client="verl")  # fmt: skip
+        return Shared(
+            url, token_var=self.token_var, reset_timeout=self.reset_timeout, waits_for_server=True, client="verl"
+        )
 
 
 _bundles: dict[str, str] = {}  # server URL -> its bundle's name, read once per process

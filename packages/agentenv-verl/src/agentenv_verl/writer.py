@@ -328,10 +328,14 @@ def _loop_entries(
 
     common = {"url": url, "reset_timeout": float(reset_timeout), "attempts": int(attempts), "token_var": token_var}
     return [
-        {"name": offers["agent_loop_name"], "_target_": target(offers["agent_loop"]), **common,
-         "tool_timeout": float(tool_timeout)},
+        {
+            "name": offers["agent_loop_name"],
+            "_target_": target(offers["agent_loop"]),
+            **common,
+            "tool_timeout": float(tool_timeout),
+        },
         {"name": offers["single_turn_loop_name"], "_target_": target(offers["single_turn_loop"]), **common},
-    ]  # fmt: skip
+    ]
 
 
 def _load_tokenizer(tokenizer: Any) -> Any:
