@@ -150,10 +150,14 @@ MATRIX: dict[str, Axis] = {
         "ray",
         "agentenv-server",
         "ray",
-        ("2.60.0",),
-        ("2.60.0",),
-        "2.60.0: not lowered yet. 2.47 and older have no ray.serve.config.RequestRouterConfig (the replicas' "
-        "router); 2.48 to 2.59 are untested",
+        ("2.56.1", "2.57.0", "2.57.1", "2.58.0", "2.58.1", "2.59.0", "2.60.0"),
+        ("2.56.1", "2.60.0"),
+        "2.56.1: 2.56.0, 2.55.1, 2.54.0 and 2.48.0 cannot deploy a Serve application beside protobuf 7 (which their "
+        "metadata allows and the index serves): 'FieldDescriptor' object has no attribute 'label' (6 errors and "
+        "1 failure of 18); 2.56.1 and 2.58.1 pass the tier (the killed-replica row timed out once each "
+        "for 2.56.1 and 2.58.1 with other tiers running, and passed alone); 2.48.0 also lacked the argument-less "
+        "serve.ingress() (the replica now names an ingress builder, which 2.48 has); 2.47 and older have no "
+        "ray.serve.config.RequestRouterConfig (the replicas' router)",
     ),
 }
 

@@ -11,6 +11,7 @@ from agentenv.errors import AgentEnvError
 from agentenv_server.ray import HEADROOM, INSTALL, check_ray, deployment_options, supported
 
 from tests.conftest import FAKE, ROOT
+from tools.matrix import MATRIX
 
 
 def test_the_ray_range_is_the_extras_and_an_installed_ray_fits_it():
@@ -25,11 +26,17 @@ def test_the_ray_range_is_the_extras_and_an_installed_ray_fits_it():
     assert check_ray() == ray.__version__
 
 
-def test_a_ray_out_of_range_is_refused_naming_both_versions_and_the_fix():
+@pytest.mark.parametrize("side", ["below", "above"])
+def test_a_ray_out_of_range_is_refused_naming_both_versions_and_the_fix(side: str):
+    from packaging.version import Version
+
+    floor = Version(MATRIX["ray"].versions[0])  # the lowest release in the range, and the newest it holds
+    top = Version(MATRIX["ray"].versions[-1])
+    outside = f"{floor.major}.{floor.minor - 1}.0" if side == "below" else f"{top.major}.{top.minor + 1}.0"
     with pytest.raises(ImportError) as refused:
-        check_ray("2.59.0")
+        check_ray(outside)
     message = str(refused.value)
-    assert "ray 2.59.0 is installed" in message
+    assert f"ray {outside} is installed" in message
     assert supported() in message and INSTALL in message
 
 

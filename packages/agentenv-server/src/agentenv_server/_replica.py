@@ -65,7 +65,17 @@ class _ReplicaHeader:
         await self.app(scope, receive, named if scope["type"] != "lifespan" else send)
 
 
-@serve.ingress()
+_APP: list[Any] = []  # this replica's app: each Serve replica is its own process, holding one BundleReplica
+
+
+def _this_replicas_app() -> Any:
+    """The app this process's replica built: Serve calls an ingress builder right after the replica's ``__init__``
+    (on every Ray in the range; newer ones also offer ``serve.ingress()`` with ``__serve_build_asgi_app__``, which
+    2.48 lacks)."""
+    return _APP[-1]
+
+
+@serve.ingress(_this_replicas_app)
 class BundleReplica:
     """One whole agentenv server (``build_app``): its own episodes, its own ``max_concurrent_envs``."""
 
@@ -92,9 +102,7 @@ class BundleReplica:
         self._watcher: asyncio.Task[None] | None = None
         self._app.router.on_startup.append(self._start_watch)
         self._app.router.on_shutdown.append(self._stop_watch)
-
-    def __serve_build_asgi_app__(self) -> Any:
-        return self._app
+        _APP.append(self._app)
 
     async def _watch(self) -> None:
         # Serve drains a deleted application's replicas by waiting for their open requests, and a session's

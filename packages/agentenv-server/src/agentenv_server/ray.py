@@ -54,7 +54,7 @@ LOCAL_OBJECT_STORE_BYTES = 80 * 1024 * 1024
 
 
 def supported() -> str:
-    """The supported Ray range, as agentenv-server's ``ray`` extra declares it (``ray>=2.60,<2.61``)."""
+    """The supported Ray range, as agentenv-server's ``ray`` extra declares it (``ray>=2.56.1,<2.61``)."""
     return RAY.requirement
 
 
