@@ -3,6 +3,7 @@ and harness rollouts whose episodes are played on an agentenv server that restar
 
 from __future__ import annotations
 
+import importlib.metadata
 import logging
 import os
 import shutil
@@ -104,7 +105,9 @@ def test_agentenv_plugins_lists_the_agent_kinds_and_the_harness_ranges():
     assert any(line.split()[:3] == ["process", "openai", "over"] and line.endswith("ok") for line in lines)
     trl = MATRIX["harness-trl"].declared().removeprefix("trl")  # the range as agentenv-harness declares it
     assert any(line.split()[:3] == ["harness", "trl", trl] for line in lines)
-    assert any(line.split()[:4] == ["harness-openenv", "openenv", ">=0.10,<0.11", "0.10.0"] for line in lines)
+    openenv = MATRIX["harness-openenv"].declared().removeprefix("openenv")
+    installed = importlib.metadata.version("openenv")
+    assert any(line.split()[:4] == ["harness-openenv", "openenv", openenv, installed] for line in lines)
 
 
 def test_rollouts_waiting_for_a_restarting_env_server_say_so_once(make_factory, serve_process, caplog):
