@@ -118,8 +118,8 @@ class BundleReplica:
             app = status.applications.get(name)
             if app is None or app.status == "DELETING":
                 closed = await close_sessions(self._app)
-                log.info("application %r is being deleted: closed %d session(s), their episodes torn down", name,
-                         closed)  # fmt: skip
+                said = "application %r is being deleted: closed %d session(s), their episodes torn down"
+                log.info(said, name, closed)
                 return
 
     async def _start_watch(self) -> None:

@@ -108,9 +108,9 @@ class BwrapBackend:
     def describe(self) -> str:
         """What it isolates and which limits are in force."""
         support = cgroup_support()
-        cgroups = f"memory and process limits by cgroup {support[0]}" if support else (
-            "NO memory or process limits (no cgroup this process may write)"
-        )  # fmt: skip
+        cgroups = "NO memory or process limits (no cgroup this process may write)"
+        if support:
+            cgroups = f"memory and process limits by cgroup {support[0]}"
         nested = "no nested user namespaces"
         if not _forbids_nested_userns(self.executable):
             nested = "nested user namespaces ALLOWED (bubblewrap older than 0.8: upgrade it to forbid them)"
