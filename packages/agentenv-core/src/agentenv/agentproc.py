@@ -101,7 +101,10 @@ def openings_for(request: AgentRequest) -> tuple[Opening, ...]:
             continue
         port = parts.port or (443 if parts.scheme == "https" else 80)
         found.append(Opening(port, parts.hostname or "127.0.0.1", key))
-    return tuple({o.port: o for o in reversed(found)}.values())[::-1]  # one relay per port, the first's key
+    unique: dict[int, Opening] = {}
+    for opening in found:
+        unique.setdefault(opening.port, opening)  # one relay per port: the first opening's key
+    return tuple(unique.values())
 
 
 class AgentProcess:

@@ -83,17 +83,19 @@ class _RelayKeyGuard:
     """ASGI middleware: an HTTP request that came through a sandbox's keyed relay carrying another key gets 403."""
 
     def __init__(self, app: Any) -> None:
-        self.app = app
-
-    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         from agentenv.sandbox.relay import relayed_key
         from openenv.core.harness.capture.sessions import extract_api_key
 
+        self.app = app
+        self._bound_to = relayed_key
+        self._key_of = extract_api_key  # the proxy's own reading of a request's key
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         client = scope.get("client") if scope["type"] == "http" else None
-        bound = relayed_key(client[1]) if client else None
+        bound = self._bound_to(client[1]) if client else None
         if bound is not None:
             headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope.get("headers") or []}
-            if not secrets.compare_digest((extract_api_key(headers) or "").encode(), bound.encode()):
+            if not secrets.compare_digest((self._key_of(headers) or "").encode(), bound.encode()):
                 body = b"this API key was not given to this sandbox: each rollout calls the model with its own key"
                 await send(
                     {"type": "http.response.start", "status": 403, "headers": [(b"content-type", b"text/plain")]}
