@@ -389,11 +389,15 @@ def test_waits_for_server_across_a_real_restart(serve_process, ledger, caplog):
     session.start("echo")
     first.kill()
     restarted: list[ServeProcess] = []
-    threading.Timer(1.0, lambda: restarted.append(serve_process(FAKE, port=port))).start()
+    restart = threading.Timer(1.0, lambda: restarted.append(serve_process(FAKE, port=port)))
+    restart.start()
     started = session.start("two-turn")  # waits out the dead server, then gets through
     assert started.task_id == "two-turn"
     assert session.end_turn("hello").prompt == "Now say goodbye."
     session.close()
+    # The session can get through while serve_process still polls the new server's readiness,
+    # so the restart's own thread is joined before asking what it started.
+    restart.join(timeout=60)
     assert restarted and restarted[0].port == port
     waits = [r for r in caplog.records if r.name == "agentenv.session"]
     assert len(waits) == 1  # warned once for this server, not once per retry
