@@ -21,6 +21,7 @@ import pytest
 from agentenv.errors import EpisodeLost
 from agentenv.session import Shared
 from agentenv.sync import SyncSession
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import FAKE, Ledger, free_port
 from tests.ray.conftest import RUN_VAR, TOKEN, TOKEN_VAR, RayServer, processes_of, ray_token, wait_until
@@ -35,18 +36,20 @@ def cluster(tmp_path):
     env = {**os.environ, RUN_VAR: marker, "RAY_TMPDIR": str(ray_dir), "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
            "RAY_USAGE_STATS_ENABLED": "0", **ray_token(ray_dir),
            "AGENTENV_FAKE_LEDGER": str(tmp_path / "ledger.txt"), TOKEN_VAR: TOKEN}  # fmt: skip
-    gcs = free_port()
+    gcs, metrics = free_port(), free_port()
+    env["RAY_metrics_report_interval_ms"] = "1000"  # Ray's default, 10 s, would make a scrape wait that long
     ray = Path(sys.executable).parent / "ray"
     head = subprocess.Popen([str(ray), "start", "--head", "--port", str(gcs), "--num-cpus", "2", "--include-dashboard",
                              "false", "--object-store-memory", str(80 * 1024 * 1024), "--disable-usage-stats",
-                             "--dashboard-agent-listen-port", str(free_port())],  # not Ray's fixed default
+                             "--dashboard-agent-listen-port", str(free_port()),  # not Ray's fixed default
+                             "--metrics-export-port", str(metrics)],
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             start_new_session=True)  # the cluster's processes stay in this session  # fmt: skip
     out, _ = head.communicate(timeout=180)
     assert head.returncode == 0, out
     session = head.pid
     try:
-        yield f"127.0.0.1:{gcs}", env, (marker, session), Ledger(tmp_path / "ledger.txt")
+        yield f"127.0.0.1:{gcs}", env, (marker, session), Ledger(tmp_path / "ledger.txt"), metrics
     finally:
         for pid in processes_of(marker, session):  # ray stop would stop every Ray on the machine, not just this one
             try:
@@ -57,22 +60,51 @@ def cluster(tmp_path):
         shutil.rmtree(ray_dir, ignore_errors=True)
 
 
-def test_a_bundle_is_shipped_to_a_cluster_and_stopping_its_driver_leaves_the_cluster(cluster, tmp_path, monkeypatch):
-    address, env, marker, ledger = cluster
+EPISODES = 4
+
+
+def _started_by_replica(port: int, total: int) -> dict[str, float] | None:
+    """``ray_agentenv_episodes_started`` of each replica, as the node's metrics agent exports it, once they sum to
+    ``total`` (None before: Ray exports what its workers report, every second here)."""
+    answer = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=30)
+    by_replica = {
+        sample.labels["replica"]: sample.value
+        for family in text_string_to_metric_families(answer.text)
+        for sample in family.samples
+        if sample.name == "ray_agentenv_episodes_started_total" and sample.labels.get("purpose") == "play"
+    }
+    return by_replica if sum(by_replica.values()) == total else None
+
+
+def test_a_bundle_shipped_to_a_cluster_has_its_replicas_metrics_merged_and_its_driver_leaves_the_cluster(
+    cluster, tmp_path, monkeypatch
+):
+    address, env, marker, ledger, metrics = cluster
     monkeypatch.setenv(TOKEN_VAR, TOKEN)
-    server = RayServer(tmp_path, "--ray-address", address, env=env)
+    server = RayServer(tmp_path, "--ray-address", address, "--replicas", "2", env=env)
     try:
         server.start()
-        session = SyncSession(Shared(server.url, token_var=TOKEN_VAR, reset_timeout=60))
+        shared = Shared(server.url, token_var=TOKEN_VAR, reset_timeout=60)
+        held = [SyncSession(shared) for _ in range(EPISODES)]  # held open at once: the router spreads them
+        for played in held:
+            played.start("echo")
+        for played in held:
+            played.end_turn("hello")
+            played.close()
+        session = SyncSession(shared)
         session.start("proc-echo")
         assert session.call("echo", {"text": "shipped"}).text == "shipped"
+        # the replicas' metrics, merged as Ray Serve's are: the node's metrics agent exports each replica's series
+        started = wait_until(lambda: _started_by_replica(metrics, EPISODES + 1), 60, "the node exports the episodes")
+        assert len(started) == 2 and sum(started.values()) == EPISODES + 1, started
+        assert ledger.count("teardown") == EPISODES
 
         code, stderr = server.terminate()
     finally:
         server.cleanup()
 
     assert code == 0, stderr
-    assert ledger.count("teardown") == 1  # the open episode was torn down
+    assert ledger.count("teardown") == EPISODES + 1  # the open episode was torn down
     with pytest.raises(EpisodeLost):
         session.call("echo", {"text": "gone?"})
     assert httpx.get(server.url + "/health").status_code == 404  # Serve still runs; the application is gone
@@ -84,7 +116,7 @@ def test_a_bundle_is_shipped_to_a_cluster_and_stopping_its_driver_leaves_the_clu
 
 def test_a_serve_already_listening_on_a_public_address_is_refused_without_a_token(cluster):
     # Ray keeps a running Serve's host and port, whatever --host says: it served tokenless on 0.0.0.0
-    address, env, _, _ = cluster
+    address, env, _, _, _ = cluster
     port = free_port()
     serve = Path(sys.executable).parent / "serve"
     argv = [str(serve), "start", "--address", address, "--http-host", "0.0.0.0", "--http-port", str(port)]

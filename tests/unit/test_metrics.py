@@ -9,6 +9,7 @@ from agentenv.sync import SyncSession
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import FAKE
+from tests.unit.core_helpers import copy_bundle, patch
 
 TOKEN_VAR = "AGENTENV_METRICS_TEST_TOKEN"
 TOKEN = "tok-metrics-5e1f"
@@ -63,3 +64,23 @@ def test_counters_match_the_episodes_played_and_the_refusals(serve_process, monk
     assert got[("agentenv_refused_total", (("reason", "UNAUTHORIZED"),))] == 2
     assert got[("agentenv_sessions_open", ())] == 0 and got[("agentenv_episodes_running", ())] == 0
     assert got[("process_open_fds", ())] > 0
+
+
+def test_the_sandboxs_limits_hit_are_counted_by_limit(serve_process, tmp_path, monkeypatch):
+    monkeypatch.setenv(TOKEN_VAR, TOKEN)
+    bundle = copy_bundle(tmp_path)
+    limits = "{call_seconds: 2, memory_mb: 128, pids: 64, file_mb: 1, disk_mb: 8}"
+    patch(bundle / "bundle.yaml", "envs:\n", f"envs:\n  bash:\n    kind: bash\n    sandbox: {limits}\n")
+    server = serve_process(bundle, "--token-var", TOKEN_VAR, env={TOKEN_VAR: TOKEN})
+    assert not [key for key in scrape(server.url) if key[0] == "agentenv_sandbox_limits_hit_total"]
+    session = SyncSession(Shared(server.url, token_var=TOKEN_VAR))
+    try:
+        session.start("bash")
+        answers = [session.call("bash", {"command": c}).text for c in ("head -c 2000000 /dev/zero > f", "sleep 9")]
+        session.end_turn("hi")
+    finally:
+        session.close()
+    assert "file size limit (1 MiB) reached" in answers[0] and "ran past its time limit" in answers[1]
+    got = scrape(server.url)
+    assert got[("agentenv_sandbox_limits_hit_total", (("limit", "file_size"),))] == 1
+    assert got[("agentenv_sandbox_limits_hit_total", (("limit", "call_time"),))] == 1

@@ -25,7 +25,7 @@ from typing import Any
 from .env import Tool
 from .errors import EnvCrashed
 from .records import EnvKind, Problem
-from .sandbox.backend import Program
+from .sandbox.backend import Program, count_hit
 from .sandbox.environ import program_environ
 from .sandbox.spawn import Sandboxed, spawn
 from .specs import BASH_TOOL, EnvSpec
@@ -103,8 +103,9 @@ class BashEnv:
         text, code, chars = answer["output"], answer["code"], self.limits.output_chars
         if len(text) > chars:
             text = text[:chars] + f"\n[output cut at {chars} characters]"
-        breach = self.box.prepared.breach(code)
+        breach = self.box.breach(code)
         if answer["timed_out"]:
+            count_hit("call time limit")
             text += f"\n[killed: the command ran past its time limit ({self.limits.call_seconds:g} s)]"
             # a limit hit on the way is said too: it is often why the time ran out (a fork bomb's shell waits
             # between forks the process limit refuses)

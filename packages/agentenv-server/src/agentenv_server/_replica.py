@@ -14,6 +14,7 @@ from ray import serve
 from ray.serve.request_router import FIFOMixin, PendingRequest, RequestRouter, RunningReplica
 
 from .app import build_app, close_sessions
+from .metrics import Metrics
 
 __all__ = ["BundleReplica", "LeastBusyRouter"]
 
@@ -65,6 +66,36 @@ class _ReplicaHeader:
         await self.app(scope, receive, named if scope["type"] != "lifespan" else send)
 
 
+class RayMetrics:
+    """A replica's ``/metrics`` handed to Ray's metrics as Ray Serve's own are: every sample a gauge of the same name
+    (``process_*`` as ``agentenv_process_*``) and labels, tagged with its deployment, replica and application, which
+    each node's metrics agent exports (``ray start --metrics-export-port``) with Ray's ``ray_`` prefix.
+
+    Values are copied, not events: a copy is exact whatever happened between two, and a replica Ray starts again
+    is a new replica with series of its own. Counters stay cumulative (``rate()`` reads them); histograms keep their
+    ``_bucket``/``_count``/``_sum`` series (``histogram_quantile`` reads them).
+    """
+
+    def __init__(self, metrics: Metrics) -> None:
+        self.registry = metrics.registry
+        self._gauges: dict[str, Any] = {}
+
+    def copy(self) -> None:
+        """Copy every sample of the replica's registry into Ray's metrics."""
+        from ray.serve import metrics as serve_metrics
+
+        for family in self.registry.collect():
+            for sample in family.samples:
+                if sample.name.endswith("_created"):  # when a series began: no value to sum or rate
+                    continue
+                gauge = self._gauges.get(sample.name)
+                if gauge is None:
+                    name = sample.name if sample.name.startswith("agentenv_") else f"agentenv_{sample.name}"
+                    gauge = serve_metrics.Gauge(name, description=family.documentation, tag_keys=tuple(sample.labels))
+                    self._gauges[sample.name] = gauge
+                gauge.set(sample.value, tags={key: value or "none" for key, value in sample.labels.items()})
+
+
 _APP: list[Any] = []  # this replica's app: each Serve replica is its own process, holding one BundleReplica
 
 
@@ -99,6 +130,7 @@ class BundleReplica:
         self._app.state.openenv.capacity_fix = capacity_fix
         redact_token(self._app, loggers=("ray", "ray.serve", "agentenv"))
         self._app.add_middleware(_ReplicaHeader, replica=serve.get_replica_context().replica_tag)
+        self._ray_metrics = RayMetrics(self._app.state.agentenv.metrics)
         self._watcher: asyncio.Task[None] | None = None
         self._app.router.on_startup.append(self._start_watch)
         self._app.router.on_shutdown.append(self._stop_watch)
@@ -111,6 +143,7 @@ class BundleReplica:
         name = serve.get_replica_context().app_name
         while True:
             await asyncio.sleep(WATCH_SECONDS)
+            self._ray_metrics.copy()
             try:
                 status = await asyncio.to_thread(serve.status)
             except Exception:  # the controller is restarting or gone; the next look tells

@@ -8,9 +8,10 @@ serving docs' metrics section, with a scrape config and the alerts worth setting
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
+from agentenv.sandbox import LIMITS_HIT
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
     CollectorRegistry,
@@ -20,6 +21,7 @@ from prometheus_client import (
     ProcessCollector,
     generate_latest,
 )
+from prometheus_client.core import CounterMetricFamily, Metric
 
 if TYPE_CHECKING:
     from agentenv.episode import Episode
@@ -31,6 +33,28 @@ CONTENT_TYPE = CONTENT_TYPE_LATEST
 _SECONDS = (0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
 
 
+class _LimitsHit:
+    """``agentenv_sandbox_limits_hit_total``: the sandbox's limits hit by this process's programs, by limit (read
+    from ``agentenv.sandbox.LIMITS_HIT`` at each scrape: one count per process, like ``process_*``)."""
+
+    def describe(self) -> list[Metric]:
+        return [self._family()]
+
+    def collect(self) -> Iterator[Metric]:
+        yield self._family({limit: float(n) for limit, n in LIMITS_HIT.items()})
+
+    @staticmethod
+    def _family(counts: dict[str, float] | None = None) -> CounterMetricFamily:
+        family = CounterMetricFamily(
+            "agentenv_sandbox_limits_hit",
+            "Limits of the sandbox hit by what the policy steered (memory, process, cpu_time, file_size, call_time)",
+            labels=["limit"],
+        )
+        for limit, n in sorted((counts or {}).items()):
+            family.add_metric([limit], n)
+        return family
+
+
 class Metrics:
     """The server's metrics (one registry per app): counters and histograms the server updates, and gauges read
     when scraped (``watch``)."""
@@ -38,6 +62,7 @@ class Metrics:
     def __init__(self) -> None:
         self.registry = registry = CollectorRegistry(auto_describe=True)
         ProcessCollector(registry=registry)  # process_open_fds, process_max_fds, memory, CPU
+        registry.register(_LimitsHit())
         self.refused = Counter(
             "agentenv_refused",
             "New sessions and requests turned away, by reason (the code a client is told)",

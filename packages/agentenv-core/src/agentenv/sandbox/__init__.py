@@ -7,12 +7,13 @@ limits (``limits``). See docs/sandbox.md, "What the policy can reach".
 
 from __future__ import annotations
 
-from .backend import Limits, Opening, Prepared, Program, SandboxBackend, SandboxUnavailable, signal_breach
+from .backend import LIMITS_HIT, Limits, Opening, Prepared, Program, SandboxBackend, SandboxUnavailable, signal_breach
 from .choice import VAR, current, runs_programs, use
 from .environ import BASE_VARS, keep_secret, passed_anywhere, program_environ, secrets_kept
 
 __all__ = [
     "BASE_VARS",
+    "LIMITS_HIT",
     "VAR",
     "Limits",
     "Opening",

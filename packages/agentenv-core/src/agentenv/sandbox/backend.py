@@ -9,6 +9,7 @@ Backends are registered by the ``agentenv_sandboxes`` hook (``agentenv.hookspecs
 
 from __future__ import annotations
 
+import collections
 import signal
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -18,16 +19,22 @@ from typing import Literal, Protocol, runtime_checkable
 from ..errors import AgentEnvError
 
 __all__ = [
+    "LIMITS_HIT",
     "Limits",
     "Opening",
     "Prepared",
     "Program",
     "SandboxBackend",
     "SandboxUnavailable",
+    "count_hit",
     "signal_breach",
 ]
 
 Network = Literal["none", "host"]
+
+LIMITS_HIT: collections.Counter[str] = collections.Counter()
+"""The limits programs of this process hit, by limit (``memory``, ``process``, ``cpu_time``, ``file_size``,
+``call_time``): the server's ``/metrics`` reads it (``agentenv_sandbox_limits_hit_total``)."""
 
 
 class SandboxUnavailable(AgentEnvError):
@@ -139,3 +146,10 @@ def signal_breach(returncode: int | None, limits: Limits) -> str | None:
     if sig == signal.SIGXFSZ:
         return f"file size limit ({limits.file_mb} MiB)"
     return None
+
+
+def count_hit(said: str | None) -> str | None:
+    """Count a limit said hit (``"memory limit (2048 MiB)"`` as ``memory``) in ``LIMITS_HIT``; returns ``said``."""
+    if said is not None:
+        LIMITS_HIT[said.split(" limit", 1)[0].strip().lower().replace(" ", "_")] += 1
+    return said

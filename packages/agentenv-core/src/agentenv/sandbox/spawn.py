@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import procs
-from .backend import Prepared, Program, SandboxBackend
+from .backend import Prepared, Program, SandboxBackend, count_hit
 from .choice import current
 
 __all__ = ["Sandboxed", "program_paths", "python_paths", "spawn"]
@@ -26,9 +26,10 @@ class Sandboxed:
     prepared: Prepared
     backend: SandboxBackend
 
-    def breach(self) -> str | None:
-        """The limit it hit since the last ask (``"memory limit (2048 MiB)"``), or None."""
-        return self.prepared.breach(self.child.returncode)
+    def breach(self, code: int | None = None) -> str | None:
+        """The limit it hit since the last ask (``"memory limit (2048 MiB)"``), or None, counted in ``LIMITS_HIT``;
+        ``code``: the exit code of a command run inside it (the shell's), else the program's own."""
+        return count_hit(self.prepared.breach(self.child.returncode if code is None else code))
 
     async def end(self, grace: float = 0.0) -> int | None:
         """End it (``procs.Child.end``) and clean its sandbox up (a cgroup, what is left in it); its exit code."""
