@@ -387,6 +387,7 @@ def test_math_is_unbiased_for_n_equal_k():
 
 def test_ctrl_c_says_how_to_resume_and_the_resumed_run_plays_only_the_rest(tmp_path, inbox):
     # before, an interrupted run ended with no word of the results it kept or of --resume
+    import os
     import signal
     import subprocess
     import sys
@@ -418,13 +419,22 @@ def test_ctrl_c_says_how_to_resume_and_the_resumed_run_plays_only_the_rest(tmp_p
             "--concurrency",
             "1",
         ]
-        proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        # faulthandler: a run that outlives its Ctrl-C is sent SIGABRT, and stderr then holds every thread's stack
+        # (it did once, in 1 of about 30 runs under load, and the stack is what says why)
+        env = {**os.environ, "PYTHONFAULTHANDLER": "1"}
+        proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
         deadline = time.monotonic() + 120
         while not (out / "results.jsonl").exists() or not (out / "results.jsonl").read_text().strip():
             assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
             time.sleep(0.1)
         proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=60)
+        try:
+            _, err = proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGABRT)
+            _, err = proc.communicate(timeout=30)
+            go_on.set()
+            raise AssertionError(f"agentenv eval did not stop within 60 s of its Ctrl-C; its threads:\n{err}") from None
         go_on.set()
         assert proc.returncode == 130
         assert err.endswith(
