@@ -92,8 +92,10 @@ def run(args: argparse.Namespace) -> int:
             raise AgentEnvError(
                 "--sandbox/--no-sandbox do not reach Ray replicas: set AGENTENV_SANDBOX on their nodes instead"
             )
+        _refuse_unapplied(args, "--ray", RAY_APPLIES)
         return run_ray(args, token)
     if args.ors:
+        _refuse_unapplied(args, "--ors", ORS_APPLIES)
         from .ors import run_ors
 
         return run_ors(args, token)
@@ -156,6 +158,33 @@ def _check_serving(args: argparse.Namespace, token: str | None) -> None:
         )
     if args.ray and args.ors:
         raise AgentEnvError("--ors serves one process: drop --ray (or --ors)")
+
+
+# What each other way of serving honours of agentenv serve's options (by argparse dest); the rest are refused when
+# given, never dropped in silence (a --record that records nothing loses what the user asked for)
+_BOTH = {
+    *("bundle", "host", "port", "token_var", "allow_no_token", "max_concurrent_envs", "tool_timeout", "reset_timeout"),
+    *("reward", "log_level", "ray", "ors", "sandbox"),
+}
+RAY_APPLIES = _BOTH | {"idle_timeout", "warm", "replicas", "autoscale", "ray_address", "replica_cpus", "drain_seconds"}
+ORS_APPLIES = _BOTH | {"shutdown_grace"}
+
+
+def _refuse_unapplied(args: argparse.Namespace, mode: str, applies: set[str]) -> None:
+    """Refuse (``AgentEnvError``) the options given that ``mode`` does not honour, naming each."""
+    defaults = argparse.ArgumentParser()
+    configure(defaults)
+    default = vars(defaults.parse_args([args.bundle]))
+    given = sorted(
+        f"--{dest.replace('_', '-')}"
+        for dest, value in vars(args).items()
+        if dest in default and dest not in applies and value != default[dest]
+    )
+    if given:
+        raise AgentEnvError(
+            f"{', '.join(given)}: not honoured with {mode}: drop {'them' if len(given) > 1 else 'it'}, or serve "
+            f"without {mode}"
+        )
 
 
 def _refuse_ray_options(args: argparse.Namespace) -> None:
