@@ -133,7 +133,7 @@ def is_close(payload: str | bytes) -> bool:
 
 
 def _openenv_requests() -> list[type[Any]]:
-    from agentenv_server._openenv import import_openenv
+    from agentenv_server import import_openenv
 
     import_openenv()
     from openenv.core.env_server import types

@@ -14,8 +14,7 @@ from agentenv.settings import Shared
 from agentenv.taskapi import probe
 from agentenv.transport import ErrorFrame, Transport
 from agentenv.wire import PROTOCOL
-from agentenv_server import ServerThread
-from agentenv_server._openenv import import_openenv
+from agentenv_server import ServerThread, import_openenv
 
 from tests.conftest import FAKE
 

@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 
 check_openenv()  # before OpenEnv is imported: a version outside the range is named with the fix
 check_trl()
-from agentenv_server._openenv import import_openenv  # noqa: E402
+from agentenv_server import import_openenv  # noqa: E402
 
 import_openenv()  # without its Gradio UI (seconds of import nobody here uses)
 from openenv.core.harness import ResourceSession, ResourceSessionFactory, ToolResult  # noqa: E402

@@ -23,11 +23,20 @@ _EXPORTS = {
     "EpisodeObservation": "app",
     "build_app": "app",
     "ServerThread": "runner",
+    "import_openenv": "_openenv",
 }
 
-__all__ = ["DEFAULT_MAX_CONCURRENT_ENVS", "EpisodeAction", "EpisodeObservation", "ServerThread", "build_app"]
+__all__ = [
+    "DEFAULT_MAX_CONCURRENT_ENVS",
+    "EpisodeAction",
+    "EpisodeObservation",
+    "ServerThread",
+    "build_app",
+    "import_openenv",
+]
 
 if TYPE_CHECKING:
+    from ._openenv import import_openenv
     from .app import DEFAULT_MAX_CONCURRENT_ENVS, EpisodeAction, EpisodeObservation, build_app
     from .runner import ServerThread
 
