@@ -164,24 +164,31 @@ def faults(session: nox.Session) -> None:
     session.run(*PYTEST, "tests/faults", *_xdist(session), *session.posargs, env={"TRL_EXPERIMENTAL_SILENCE": "1"})
 
 
-# what py-3.12 runs by default: the packages built, installed from their wheels into fresh venvs and run there (a
-# bundle wheel served by name, the plugin packages, the slim client), and env programs started in the sandbox on that
-# interpreter (the one failure 3.12 ever had of its own: nox's link to it); the newest Python runs the whole unit tier
+# what the newer Pythons run by default: the packages built, installed from their wheels into fresh venvs and run
+# there (a bundle wheel served by name, the plugin packages, the slim client), and env programs started in the sandbox
+# on that interpreter (the one failure 3.12 ever had of its own: nox's link to it)
 INSTALL_TESTS = ["tests/unit/test_wheels.py", "tests/unit/test_plugin_packages.py", "tests/unit/test_bundle_wheel.py",
                  "tests/unit/test_slim_client.py", "tests/unit/test_subprocess_sandbox.py"]  # fmt: skip
+# and on the newest, the parts of tests/unit where an interpreter's asyncio, subprocess and signal handling show:
+# real servers, the wire protocol, the sandboxes, episodes, the client's pool and deploy-ahead, the harness's
+# sessions (231 tests in about 2 minutes, where the whole tier, 767, took 5 and put .ci/run near its budget)
+NEWEST_TESTS = [*INSTALL_TESTS, *(f"tests/unit/test_{name}.py" for name in (
+    "server", "protocol", "bash_sandbox", "episodes", "subprocess_env", "owner_exit", "pool", "deploy_ahead",
+    "harness_sessions", "verifiers", "bundles"))]  # fmt: skip
 
 
 @nox.session(python=NEWER_PYTHONS)
 def py(session: nox.Session) -> None:
-    """On a newer Python, the tiers that need no torch: tests/unit on the newest (3.13), the wheel installs on the
-    ones between (3.12: ``nox -s py-3.12 -- tests/unit`` for all of it), then the documentation site and the release
-    check. tests/faults runs here only when asked (``nox -s py-3.13 -- tests/faults``): the whole unit and fault
-    tiers on each would put ``.ci/run`` past its 45-minute budget on 2 cores."""
+    """On a newer Python, the tiers that need no torch: the wheel installs on each, and on the newest (3.13) the
+    parts of tests/unit an interpreter shows in (``NEWEST_TESTS``; ``nox -s py-3.13 -- tests/unit`` for all of it),
+    then the documentation site and the release check. tests/faults runs here only when asked (``nox -s py-3.13 --
+    tests/faults``): the whole unit and fault tiers on each would put ``.ci/run`` past its 45-minute budget on 2
+    cores."""
     _sync(session, "test", "docs", "release")
     # AgentEnv.local checks TRL's installed version and never imports TRL: TRL is installed without its dependencies
     # (torch's local CPU wheel is for 3.11)
     _pip(session, f"trl=={TRL_VERSIONS[-1]}", "--no-deps")
-    tests = session.posargs or (["tests/unit"] if session.python == NEWER_PYTHONS[-1] else INSTALL_TESTS)
+    tests = session.posargs or (NEWEST_TESTS if session.python == NEWER_PYTHONS[-1] else INSTALL_TESTS)
     session.run(*PYTEST, *tests, *_xdist(session), env={"TRL_EXPERIMENTAL_SILENCE": "1"})
     site, dist = session.create_tmp(), session.create_tmp()
     session.run("mkdocs", "build", "--strict", "--quiet", "--site-dir", f"{site}/site", env=MKDOCS_QUIET)

@@ -2,7 +2,8 @@
 
 Every row runs on both event loops uvicorn offers (``loop``: asyncio's and uvloop, which uvicorn picks wherever it is
 installed): ``agentenv serve`` is started with ``--loop``; a row whose server is not ``agentenv serve`` (a trainer
-serving in process) parametrizes ``loop`` itself. Every process a test starts carries a marker in its environment
+serving in process) parametrizes ``loop`` itself; the hostile policy's rows (what the sandbox lets a policy reach)
+run on uvloop only. Every process a test starts carries a marker in its environment
 (``$AGENTENV_FAULT_MARK``), inherited by whatever it starts: "processes left" is the count of live processes with the
 test's marker, found in /proc, never by asking the code under test. Each test asserts what the issue's matrix asks of
 every row: the episodes lost, the env failures scored as 0 (must be 0), the processes left (must be 0), what the client

@@ -1,5 +1,9 @@
 """A hostile policy against real ``agentenv serve`` processes: what its ``bash`` commands and the programs it steers
 can reach. Each row asserts the server survives, the rollout's outcome, and that what it went for was not there.
+
+Unlike the rest of the matrix, these rows run on one event loop, uvloop (what ``agentenv serve`` picks wherever it is
+installed): the sandbox decides what a policy reaches, not the loop that answers its calls, and every row passed on
+both loops in every run while it ran on both (to 2026-12-03).
 """
 
 from __future__ import annotations
@@ -17,6 +21,12 @@ from agentenv.settings import Shared
 from tests.conftest import running
 from tests.faults.conftest import Matrix, play, run
 from tests.unit.core_helpers import copy_bundle, patch
+
+@pytest.fixture
+def loop() -> str:
+    """One event loop for these rows (see the module's docstring)."""
+    return "uvloop"
+
 
 TOKEN_VAR = "AGENTENV_FAULT_TOKEN"
 TOKEN = "tok-hostile-9d2f61c0"
