@@ -250,3 +250,35 @@ def test_the_extra_pins_the_declared_range():
     assert integration.check("0.9.1") == "0.9.1"
     with pytest.raises(ImportError, match=r"agentenv-verl supports verl>=0\.9\.1,<0\.10, but verl 0\.10\.0"):
         integration.check("0.10.0")
+
+
+def test_an_installed_bundle_is_written_by_name_with_the_loops_pointed_at_the_server_url(tmp_path, monkeypatch, capsys):
+    from tests.installed_site import Site
+
+    root = tmp_path / "site"
+    root.mkdir()
+    monkeypatch.syspath_prepend(str(root))
+    monkeypatch.chdir(tmp_path)  # no folder named like the bundle where its name is typed
+    Site(root).install("calc-tasks", "calc")
+    code = main(["calc", str(tmp_path / "out"), "--server-url", "http://env-host:9100", "--quiet"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert (
+        "the loops will reach http://env-host:9100" in captured.err
+        and "agentenv serve calc --port 9100" in captured.err
+    )
+    loops = yaml.safe_load((tmp_path / "out" / "agent_loop.yaml").read_text())
+    assert {loop["url"] for loop in loops} == {
+        "http://env-host:9100"
+    }  # the training run's server, not the loopback one
+    rows = pq.read_table(tmp_path / "out" / "train.parquet").to_pylist()
+    assert rows and {r["data_source"] for r in rows} == {"agentenv/calc"}
+
+
+def test_server_url_with_a_server_url_is_refused_naming_both(serve, tmp_path, capsys):
+    server = serve()
+    code = main([server.url, str(tmp_path / "out"), "--server-url", "http://env-host:9100"])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "--server-url http://env-host:9100 is for a bundle" in err and "drop --server-url" in err
+    assert not (tmp_path / "out").exists()

@@ -30,10 +30,25 @@ __all__ = [
 ]
 
 
-def _add_source(parser: argparse.ArgumentParser, out_help: str) -> None:
-    """The arguments every writer takes: the server, OUT, the splits, the token's variable, progress."""
+def _add_source(parser: argparse.ArgumentParser, out_help: str, *, by_name: bool = False) -> None:
+    """The arguments every writer takes: the server (``by_name``: or a bundle), OUT, the splits, the token's
+    variable, progress."""
     add = parser.add_argument
-    add("url", metavar="URL", help="the agentenv server (http://host:port)")
+    if by_name:
+        add(
+            "url",
+            metavar="BUNDLE_OR_URL",
+            help="the agentenv server (http://host:port), or a bundle's folder or installed name (read from a "
+            "loopback server here; the loops go to --server-url)",
+        )
+        add(
+            "--server-url",
+            metavar="URL",
+            help="with a bundle: the server the loops reach in training (default: http://127.0.0.1:8000, where "
+            "agentenv serve BUNDLE listens)",
+        )
+    else:
+        add("url", metavar="URL", help="the agentenv server (http://host:port)")
     add("out", metavar="OUT", type=Path, help=out_help)
     add(
         "--split",
@@ -98,7 +113,7 @@ def _add_tokenizer(parser: argparse.ArgumentParser) -> None:
 
 def configure_write(parser: argparse.ArgumentParser) -> None:
     """Add the writer's arguments to ``parser``."""
-    _add_source(parser, "folder for <split>.parquet and agent_loop.yaml")
+    _add_source(parser, "folder for <split>.parquet and agent_loop.yaml", by_name=True)
     parser.add_argument(
         "--single-turn",
         action="store_true",
@@ -114,9 +129,27 @@ def configure_write(parser: argparse.ArgumentParser) -> None:
 
 def run_write(args: argparse.Namespace) -> int:
     """Run the writer from parsed arguments; prints what it wrote. Returns the exit code."""
+    from ._source import tasks_from
+
     kwargs = _template_kwargs(args.chat_template_kwargs)
-    written = write(
-        args.url,
+    with tasks_from(args.url, args.server_url) as (url, source):
+        written = _write(args, url, source, kwargs)
+    _report(written)
+    print("verl settings:")
+    print(f"  actor_rollout_ref.rollout.agent.agent_loop_config_path={written.agent_loop_config.resolve()}")
+    if written.single_turn:
+        print(
+            f"  actor_rollout_ref.rollout.agent.default_agent_loop={written.agent_name}  (scores in the loop: a "
+            "sample without a verdict is masked under the legacy trainer, dropped under V1)"
+        )
+    _data_settings(written, kwargs)
+    return 0
+
+
+def _write(args: argparse.Namespace, url: str, source: Any, kwargs: dict[str, Any]) -> Written:
+    """``write`` with the parsed options, the loops reaching ``url``, the tasks read from ``source`` (or ``url``)."""
+    return write(
+        url,
         args.out,
         splits=args.splits,
         single_turn=args.single_turn,
@@ -128,17 +161,8 @@ def run_write(args: argparse.Namespace) -> int:
         chat_template_kwargs=kwargs,
         max_prompt_length=args.max_prompt_length,
         progress=None if args.quiet else sys.stderr,
+        source=source,
     )
-    _report(written)
-    print("verl settings:")
-    print(f"  actor_rollout_ref.rollout.agent.agent_loop_config_path={written.agent_loop_config.resolve()}")
-    if written.single_turn:
-        print(
-            f"  actor_rollout_ref.rollout.agent.default_agent_loop={written.agent_name}  (scores in the loop: a "
-            "sample without a verdict is masked under the legacy trainer, dropped under V1)"
-        )
-    _data_settings(written, kwargs)
-    return 0
 
 
 def _report(written: Written) -> None:

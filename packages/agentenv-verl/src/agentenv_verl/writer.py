@@ -130,6 +130,7 @@ def write(
     max_prompt_length: int | None = None,
     progress: TextIO | None = None,
     also: Callable[[Written], Mapping[str, str]] | None = None,
+    source: Shared | None = None,
 ) -> Written:
     """Write the tasks of the server at ``url`` as verl datasets under ``out``; returns what was written.
 
@@ -143,6 +144,8 @@ def write(
     ``data.apply_chat_template_kwargs``); ``max_prompt_length`` refuses rows over it before anything is
     written. ``progress``: where the progress bar goes (None: nowhere). ``also``: more files of the set
     (name -> text), made from what is written (``agentenv verl dapo`` adds its reward module and config).
+    ``source``: where the tasks are read when not from ``url`` (a loopback server of the bundle, while the loops are
+    written to reach ``url``).
 
     Everything that can be refused without the server is refused before it is read. ``out`` is held by
     this process while it is written (``agentenv.files.locked``), and the files are written as one set
@@ -159,11 +162,12 @@ def write(
     loops = _loop_entries(shared.url, token_var, tool_timeout, reset_timeout, attempts)
     tok = _load_tokenizer(tokenizer) if tokenizer is not None else None
 
-    info = probe(shared)
+    reading = source or shared
+    info = probe(reading)
     names = list(splits) if splits else list(info.splits)
     data_source = f"agentenv/{info.name}"
     read = _single_turn_rows if single_turn else _agent_loop_rows
-    records, prompts, left_out = read(shared, info, names, loops[0]["name"], data_source, progress)
+    records, prompts, left_out = read(reading, info, names, loops[0]["name"], data_source, progress)
     kwargs = dict(chat_template_kwargs or {})
     longest = _count_prompts(tok, prompts, kwargs, max_prompt_length, progress) if tok is not None else []
     written = Written(
