@@ -22,6 +22,7 @@ from tests.conftest import running
 from tests.faults.conftest import Matrix, play, run
 from tests.unit.core_helpers import copy_bundle, patch
 
+
 @pytest.fixture
 def loop() -> str:
     """One event loop for these rows (see the module's docstring)."""

@@ -4,6 +4,7 @@ rollout, nobody but its solver spends it, nobody but its solver reaches the epis
 from __future__ import annotations
 
 import asyncio
+import json
 import sys
 from pathlib import Path
 from urllib.parse import urlparse
@@ -86,7 +87,10 @@ def test_a_sandboxed_solver_cannot_spend_another_rollouts_key(proxy, tmp_path: P
     exit_ = asyncio.run(AgentProcess(launch, AgentDirs(tmp_path / "agent"), openings=(opening,)).run())
     lines = exit_.output.splitlines()
     assert exit_.code == 0, exit_.output
-    assert lines[0].startswith(f"{theirs[:6]} 403 this API key was not given to this sandbox"), exit_.output
+    assert lines[0].startswith(f"{theirs[:6]} 403 "), exit_.output
+    refusal = json.loads(lines[0].split(" ", 2)[2])  # agentenv's one refusal: JSON naming the fix, and its code
+    assert refusal["code"] == "FOREIGN_KEY", refusal
+    assert refusal["detail"].startswith("this API key was not given to this sandbox"), refusal
     assert lines[1].startswith(f"{admin[:6]} 403 "), exit_.output
     assert lines[2] == f"{mine[:6]} 200", exit_.output
     assert (proxy.calls(theirs), proxy.calls(mine)) == (0, 1)

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final
 
 from agentenv.errors import AgentEnvError
+from agentenv_server.access import FOREIGN_KEY, Turned, turn_away
 
 from ._threads import LoopbackServer
 
@@ -96,13 +97,16 @@ class _RelayKeyGuard:
         if bound is not None:
             headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope.get("headers") or []}
             if not secrets.compare_digest((self._key_of(headers) or "").encode(), bound.encode()):
-                body = b"this API key was not given to this sandbox: each rollout calls the model with its own key"
-                await send(
-                    {"type": "http.response.start", "status": 403, "headers": [(b"content-type", b"text/plain")]}
-                )
-                await send({"type": "http.response.body", "body": body})
+                await turn_away(_NOT_ITS_KEY, scope, receive, send)
                 return
         await self.app(scope, receive, send)
+
+
+_NOT_ITS_KEY = Turned(
+    403,
+    FOREIGN_KEY,
+    "this API key was not given to this sandbox: each rollout calls the model with its own key",
+)
 
 
 class CaptureProxy:

@@ -18,6 +18,7 @@ from typing import Any
 
 from agentenv.agents import McpServer
 from agentenv.wire import Tool
+from agentenv_server.access import UNAUTHORIZED, Turned, turn_away
 
 from ._threads import LoopbackServer
 
@@ -27,7 +28,7 @@ Call = Callable[[str, dict[str, Any]], Awaitable[tuple[str, bool]]]
 
 
 class _BearerGuard:
-    """ASGI middleware: an HTTP request without ``Authorization: Bearer <token>`` gets 401."""
+    """ASGI middleware: an HTTP request without ``Authorization: Bearer <token>`` gets 401 (agentenv's refusal)."""
 
     def __init__(self, app: Any, token: str) -> None:
         self.app = app
@@ -37,12 +38,17 @@ class _BearerGuard:
         if scope["type"] == "http":
             offered = dict(scope.get("headers") or []).get(b"authorization", b"")
             if not secrets.compare_digest(offered, self.expected):
-                await send(
-                    {"type": "http.response.start", "status": 401, "headers": [(b"content-type", b"text/plain")]}
-                )
-                await send({"type": "http.response.body", "body": b"this MCP server needs its bearer token"})
+                await turn_away(_NO_TOKEN, scope, receive, send)
                 return
         await self.app(scope, receive, send)
+
+
+_NO_TOKEN = Turned(
+    401,
+    UNAUTHORIZED,
+    "this MCP server needs its bearer token: send 'Authorization: Bearer <token>' with the token the agent was "
+    "given for this episode",
+)
 
 
 def _mcp_server(tools: Sequence[Tool], call: Call, loop: asyncio.AbstractEventLoop, name: str) -> Any:

@@ -24,7 +24,7 @@ from typing import Any
 
 from agentenv.settings import is_loopback
 
-__all__ = ["REFUSAL_LOG_SECONDS", "UNAUTHORIZED", "Access", "Refusals", "Turned"]
+__all__ = ["FOREIGN_KEY", "REFUSAL_LOG_SECONDS", "UNAUTHORIZED", "Access", "Refusals", "Turned", "turn_away"]
 
 log = logging.getLogger("agentenv.server")
 
@@ -32,6 +32,7 @@ REFUSAL_LOG_SECONDS = 10.0
 UNAUTHORIZED = "UNAUTHORIZED"  # the count of requests refused for the token, in the refusals' log line
 FOREIGN_ORIGIN = "FOREIGN_ORIGIN"
 PUBLIC_NO_TOKEN = "PUBLIC_WITHOUT_TOKEN"
+FOREIGN_KEY = "FOREIGN_KEY"  # a sandboxed agent's model call with a key it was not given (agentenv_harness.capture)
 
 
 @dataclass(frozen=True)
@@ -129,7 +130,8 @@ def _public(host: str) -> str:
 
 
 async def turn_away(turned: Turned, scope: Mapping[str, Any], receive: Any, send: Any) -> None:
-    """Answer ``turned``: an HTTP response that closes the connection, or a WebSocket refused before it opens."""
+    """Answer ``turned``: an HTTP response that closes the connection, or a WebSocket refused before it opens; the
+    body is JSON, ``detail`` (the message, naming the fix) and ``code``. Every agentenv guard refuses through it."""
     body = json.dumps({"detail": turned.message, "code": turned.code}).encode()
     headers = [(b"content-type", b"application/json"), (b"connection", b"close")]
     if turned.status == 401:
