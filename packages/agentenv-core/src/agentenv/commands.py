@@ -125,9 +125,10 @@ def run_play(args: argparse.Namespace) -> int:
         script: list[dict[str, Any]] | None = [t.model_dump() for t in task.solution]
     else:
         script = _read_script(args.script) if args.script else None
-    import asyncio  # here: `agentenv --help` needs no event loop
 
-    result = asyncio.run(_play(bundle, task, script, args.tool_timeout, args.deploy_timeout))
+    from . import interrupts
+
+    result = interrupts.run(_play(bundle, task, script, args.tool_timeout, args.deploy_timeout))
     return 0 if result.outcome != "failed" else 1
 
 
@@ -245,9 +246,10 @@ def run_check(args: argparse.Namespace) -> int:
         "loads cleanly" if not bundle.warnings else f"loads, with {len(bundle.warnings)} warning(s) (--strict refuses)"
     )
     print(f"bundle {bundle.name!r}: {len(bundle.tasks)} tasks in {', '.join(bundle.splits)}; {clean}")
-    import asyncio
 
-    rows, failed = asyncio.run(_check(bundle, args.deploy_timeout))
+    from . import interrupts
+
+    rows, failed = interrupts.run(_check(bundle, args.deploy_timeout))
     print(table(rows, ("toolset", "tasks", "played", "deploy s", "tools", "status")))
     if not args.qa:
         return 1 if failed else 0

@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import interrupts
 from .bundle import Bundle, Task
 from .cli import table
 from .episode import Episode
@@ -340,4 +341,4 @@ async def qa_bundle(
 
 def run_qa(bundle: Bundle, tasks: Iterable[Task] | None = None, **options: Any) -> QAReport:
     """``qa_bundle`` from synchronous code (it runs its own event loop)."""
-    return asyncio.run(qa_bundle(bundle, tasks, **options))
+    return interrupts.run(qa_bundle(bundle, tasks, **options))

@@ -15,6 +15,7 @@ import sys
 import uuid
 from typing import Any
 
+from agentenv import interrupts
 from agentenv.errors import AgentEnvError
 
 __all__ = ["configure_run", "run_run"]
@@ -60,7 +61,7 @@ def run_run(args: argparse.Namespace) -> int:
 
         recorder = Recorder(args.record)
     try:
-        report, captured = asyncio.run(_run(bundle, task, args, key, recorder))
+        report, captured = interrupts.run(_run(bundle, task, args, key, recorder))
     finally:
         if recorder is not None:
             recorder.close()

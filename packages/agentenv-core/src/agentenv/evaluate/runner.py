@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
+from .. import interrupts
 from ..errors import AgentEnvError
 from ..files import locked
 from ..installed import find_bundle
@@ -338,4 +339,4 @@ async def _play_all(
 
 def run_eval(config: EvalConfig, *, stream: TextIO | None = None) -> Summary:
     """``evaluate`` for synchronous callers (the CLI, a script)."""
-    return asyncio.run(evaluate(config, stream=stream))
+    return interrupts.run(evaluate(config, stream=stream))
