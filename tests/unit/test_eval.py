@@ -420,7 +420,7 @@ def test_ctrl_c_says_how_to_resume_and_the_resumed_run_plays_only_the_rest(tmp_p
             "1",
         ]
         # faulthandler: a run that outlives its Ctrl-C is sent SIGABRT, and stderr then holds every thread's stack
-        # (it did once, in 1 of about 30 runs under load, and the stack is what says why)
+        # (it did twice under load before agentenv.interrupts: the stacks showed the main thread asleep in select)
         env = {**os.environ, "PYTHONFAULTHANDLER": "1"}
         proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
         deadline = time.monotonic() + 120
