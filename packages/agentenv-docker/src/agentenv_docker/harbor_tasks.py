@@ -1,0 +1,219 @@
+"""The ``harbor`` task source: Harbor task directories, read through the ``harbor`` package's own task model.
+
+::
+
+    envs:
+      harbor: {kind: harbor}
+    tasks: {source: harbor, path: tasks, split: train}
+
+Each folder under ``path`` with a ``task.toml`` is one task, loaded by ``harbor.models.task.task.Task`` (its
+``task.toml`` model, instruction and file layout are Harbor's). It becomes an agentenv task with one turn: the
+prompt is the instruction, the toolset the ``harbor`` env's ``bash`` tool in a container of the task's image, the
+verifier (``kind: harbor``) runs ``tests/test.sh`` in that container and reads the reward as Harbor's verifier
+does, and the reference solution is one ``bash`` call that copies ``solution/`` to ``/solution`` and runs
+``solve.sh`` there (as Harbor's oracle agent does). What a task asks that agentenv cannot honour is refused here,
+at load, naming the task's ``task.toml`` and the field.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import io
+import re
+import shlex
+import sys
+import tarfile
+from collections.abc import Iterator, Mapping
+from importlib import metadata
+from pathlib import Path
+from typing import Any, Final
+
+from agentenv.errors import BundleProblem
+from agentenv.specs import BASH_TOOL, BUNDLE_FILE
+from agentenv.tasksources import RawTask
+from packaging.specifiers import SpecifierSet
+from packaging.version import Version
+
+__all__ = ["HARBOR_SUPPORTED", "INSTALL", "harbor_images", "image_of", "read_harbor_tasks", "solve_command"]
+
+HARBOR_SUPPORTED: Final[str] = "harbor>=0.25,<0.26"
+"""The ``harbor`` versions whose task model this source reads (tested on 0.25.0)."""
+INSTALL: Final[str] = "pip install 'agentenv-docker[harbor]'"
+_FIELDS: Final[str] = "path, split, env"
+_SLUG = re.compile(r"[^a-z0-9._-]+")
+
+
+def _harbor_missing() -> str | None:
+    """Why the ``harbor`` package cannot be used here, with the fix; None when it can."""
+    if sys.version_info < (3, 12):
+        found = ".".join(map(str, sys.version_info[:3]))
+        return (
+            f"the harbor task source needs Python >= 3.12 (harbor does), and this is Python {found}; run agentenv on "
+            f"Python 3.12 or newer and {INSTALL}"
+        )
+    try:
+        version = metadata.version("harbor")
+    except metadata.PackageNotFoundError:
+        return f"the harbor task source needs the harbor package, which is not installed; {INSTALL}"
+    if Version(version) not in SpecifierSet(HARBOR_SUPPORTED.removeprefix("harbor")):
+        return f"harbor {version} is installed and this source reads {HARBOR_SUPPORTED}; {INSTALL}"
+    return None
+
+
+def task_dirs(folder: Path) -> list[Path]:
+    """The Harbor task folders at ``folder``: itself when it holds a ``task.toml``, else its subfolders that do."""
+    if (folder / "task.toml").is_file():
+        return [folder]
+    return sorted(d for d in folder.iterdir() if (d / "task.toml").is_file()) if folder.is_dir() else []
+
+
+def image_of(task_dir: Path, name: str) -> str:
+    """The image of a task: named for the task, tagged with a digest of its ``environment/`` folder (a changed
+    Dockerfile or build file is another image)."""
+    digest = hashlib.sha256()
+    environment = task_dir / "environment"
+    for path in sorted(p for p in environment.rglob("*") if p.is_file()):
+        digest.update(path.relative_to(environment).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    slug = _SLUG.sub("-", name.lower()).strip("-._")[:100] or "task"
+    return f"agentenv-harbor/{slug}:{digest.hexdigest()[:16]}"
+
+
+def solve_command(solution_dir: Path, script: str, env: Mapping[str, str] | None = None) -> str:
+    """The reference solution as one ``bash`` command: ``solution/`` unpacked at ``/solution``, then ``script`` run
+    there with ``env`` (task.toml's ``solution.env``), as Harbor's oracle agent runs it. The files travel in the
+    command, so the policy's container never holds them."""
+    packed = io.BytesIO()
+    with tarfile.open(fileobj=packed, mode="w:gz") as tar:
+        for path in sorted(solution_dir.rglob("*")):
+            tar.add(path, arcname=path.relative_to(solution_dir).as_posix(), recursive=False)
+    blob = base64.b64encode(packed.getvalue()).decode()
+    assigned = " ".join(f"{key}={shlex.quote(value)}" for key, value in {"DEBIAN_FRONTEND": "noninteractive", **(env or {})}.items())
+    run = shlex.quote(f"/solution/{script}")
+    return f"mkdir -p /solution && echo {blob} | base64 -d | tar -xzf - -C /solution && chmod +x {run} && {assigned} {run}"
+
+
+def _config(config: Any) -> tuple[Path | None, str, str, list[BundleProblem]]:
+    problems = []
+    if not isinstance(config, Mapping) or not isinstance(config.get("path"), str):
+        fix = "give the folder of the Harbor task directories: tasks: {source: harbor, path: tasks}"
+        return None, "", "", [BundleProblem(BUNDLE_FILE, "tasks.path", f"missing; {fix}")]
+    for key in sorted(set(config) - {"path", "split", "env"}):
+        problems.append(BundleProblem(BUNDLE_FILE, f"tasks.{key}", f"unknown field; the harbor source takes {_FIELDS}"))
+    split, env = config.get("split", "train"), config.get("env", "harbor")
+    for key, value in (("split", split), ("env", env)):
+        if not isinstance(value, str):
+            problems.append(BundleProblem(BUNDLE_FILE, f"tasks.{key}", f"{value!r} is not a name"))
+    return Path(config["path"]), str(split), str(env), problems
+
+
+def read_harbor_tasks(config: Any, bundle_dir: Path) -> Iterator[RawTask | BundleProblem]:
+    """The tasks of ``tasks: {source: harbor, path: DIR[, split: NAME][, env: NAME]}`` (see the module docstring)."""
+    missing = _harbor_missing()
+    if missing is not None:
+        yield BundleProblem(BUNDLE_FILE, "tasks.source", missing)
+        return
+    from harbor.models.task.task import Task as HarborTask
+    from pydantic import ValidationError
+
+    from . import harbor_refusals
+
+    path, split, env, problems = _config(config)
+    yield from problems
+    if path is None or problems:
+        return
+    found = task_dirs(bundle_dir / path)
+    if not found:
+        message = f"no Harbor task directory (a folder with a task.toml) in {bundle_dir / path}; fix the path"
+        yield BundleProblem(BUNDLE_FILE, "tasks.path", message)
+    for task_dir in found:
+        shown = (task_dir / "task.toml").relative_to(bundle_dir).as_posix()
+        try:
+            task = HarborTask(task_dir)
+        except (ValidationError, ValueError, OSError, RuntimeError) as exc:
+            yield BundleProblem(shown, "", f"harbor cannot read this task: {exc}; fix it as Harbor's task format says")
+            continue
+        refused = list(harbor_refusals.refusals(task, shown))
+        if not refused:
+            refused = list(_image_problem(task, task_dir, shown))
+        if refused:
+            yield from refused
+            continue
+        yield RawTask(_task_data(task, task_dir, bundle_dir, split, env), shown)
+
+
+def _image_problem(task: Any, task_dir: Path, shown: str) -> Iterator[BundleProblem]:
+    from . import engine
+    from .kind import image_missing
+
+    try:
+        engine.engine()
+    except engine.EngineMissing as exc:
+        yield BundleProblem(shown, "", f"Harbor tasks run in containers, and {exc}")
+        return
+    image = image_of(task_dir, task.name)
+    if image_missing(image):
+        message = f"the image {image!r} of Harbor task {task.name!r} is not on this machine's Docker engine"
+        yield BundleProblem(shown, "environment", f"{message}; build it: agentenv image build BUNDLE")
+
+
+def _task_data(task: Any, task_dir: Path, bundle_dir: Path, split: str, env: str) -> dict[str, Any]:
+    """The agentenv task of a Harbor task (its ``metadata.harbor`` is what the env and verifier read)."""
+    config = task.config
+    solve = task.paths.discovered_solve_path_for(config.environment.os)
+    solution = None
+    if solve is not None:
+        script = solve.relative_to(task.paths.solution_dir).as_posix()
+        command = solve_command(task.paths.solution_dir, script, config.solution.env)
+        solution = [{"calls": [{"tool": BASH_TOOL, "args": {"command": command}}], "reply": "done"}]
+    harbor = {
+        "name": task.name,
+        "dir": task_dir.relative_to(bundle_dir).as_posix(),
+        "image": image_of(task_dir, task.name),
+        "workdir": config.environment.workdir,
+        "env": dict(config.environment.env),
+        "cpus": config.environment.cpus,
+        "memory_mb": config.environment.memory_mb,
+        "agent_user": config.agent.user,
+        "agent_timeout_sec": config.agent.timeout_sec,
+        "verifier_user": config.verifier.user,
+        "verifier_env": dict(config.verifier.env),
+        "verifier_timeout_sec": config.verifier.timeout_sec,
+        "test": task.paths.discovered_test_path_for(config.environment.os).relative_to(task.paths.tests_dir).as_posix(),
+    }
+    return {
+        "id": task_dir.name,
+        "split": split,
+        "toolset": {"envs": [env]},
+        "turns": [{"prompt": task.instruction, "verifiers": [{"id": "tests", "kind": "harbor"}]}],
+        "solution": solution,
+        "metadata": {"harbor": harbor, "harbor_metadata": dict(config.metadata)},
+    }
+
+
+def harbor_images(bundle: Path, tasks: Any, *, echo: Any = print) -> list[str]:
+    """Build the image of each Harbor task of ``tasks: {source: harbor, ...}`` that the engine lacks, from its
+    ``environment/`` folder (``docker build``, no network for ``RUN``, nothing pulled); returns the images built."""
+    from harbor.models.task.task import Task as HarborTask
+
+    from .images import ImageError, build_image
+
+    missing = _harbor_missing()
+    if missing is not None:
+        raise ImageError(missing)
+    from .kind import image_missing
+
+    path, _, _, problems = _config(tasks)
+    if path is None or problems:
+        raise ImageError("; ".join(map(str, problems)))
+    built = []
+    for task_dir in task_dirs(bundle / path):
+        task = HarborTask(task_dir)
+        image = image_of(task_dir, task.name)
+        if not image_missing(image):
+            echo(f"{task.name}: {image} is on the engine already")
+            continue
+        echo(f"{task.name}: building {image} from environment/Dockerfile")
+        build_image(task_dir / "environment", image, labels={"agentenv.harbor-task": task.name})
+        built.append(image)
+    return built
