@@ -39,6 +39,7 @@ TOOL: Final = Tool(
 OUTPUT_CHARS: Final[int] = 16_000
 _CALL_SECONDS: Final[float] = 600.0  # a call's limit where task.toml gives no agent.timeout_sec
 _REAPER: Final = (sys.executable, "-m", "agentenv_docker.owners")
+_KEEP_ALIVE: Final[str] = "mkdir -p /logs/agent /logs/verifier; exec sleep infinity"  # as Harbor's compose file
 _READ_REWARD: Final[str] = (
     "cd /logs/verifier; if [ -f reward.json ]; then cat reward.json; printf '\\njson'; "
     "elif [ -f reward.txt ]; then cat reward.txt; printf '\\ntxt'; else exit 3; fi"
@@ -80,15 +81,17 @@ class HarborEnv:
             args += ["-e", f"{key}={value}"]
         for key, value in labels.items():
             args += ["--label", f"{key}={value}"]
-        args += ["--entrypoint", "sh", harbor["image"], "-c", "mkdir -p /logs/agent /logs/verifier; exec sleep infinity"]
+        args += ["--entrypoint", "sh", harbor["image"], "-c", _KEEP_ALIVE]
         self.container = name  # set before the run: a run that times out may still leave it, and teardown removes it
         started = await engine.arun(args, timeout=120)
         if not started.ok:
-            fix = "build it: agentenv image build BUNDLE" if "no such image" in started.err.lower() else ""
-            raise EnvCrashed(f"the container of Harbor task {harbor['name']!r} did not start: {started.err.strip()} {fix}")
+            fix = "; build it: agentenv image build BUNDLE" if "no such image" in started.err.lower() else ""
+            what = f"the container of Harbor task {harbor['name']!r}"
+            raise EnvCrashed(f"{what} did not start: {started.err.strip()}{fix}")
 
     async def exec(self, command: str, *, user: Any, seconds: float, env: Mapping[str, str] | None = None) -> Any:
-        """Run ``command`` with ``bash -c`` in the container, killed past ``seconds``: ``engine.Result``."""
+        """Run ``command`` with ``bash -c`` in the container, killed past ``seconds``: ``engine.Result``, the
+        command's stdout and stderr together in its ``out`` (its ``err`` is the docker CLI's own)."""
         if self.container is None:
             raise EnvCrashed("the Harbor task's container is not started (its setup step did not run)")
         args = ["exec"]
@@ -100,7 +103,9 @@ class HarborEnv:
             args += ["-e", f"{key}={value}"]
         # the command's own limit is the container's timeout(1): killing the docker CLI would leave it running
         limit = ["timeout", "-s", "KILL", f"{seconds:g}"]
-        done = await engine.arun([*args, self.container, *limit, "bash", "-c", command], timeout=seconds + 30)
+        # the command's stderr joins its stdout in the container, so the CLI's stderr says only what docker says
+        shell = ["bash", "-c", f"exec 2>&1\n{command}"]
+        done = await engine.arun([*args, self.container, *limit, *shell], timeout=seconds + 30)
         if done.code != 0 and engine.unreachable(done.err):
             raise EnvCrashed(f"the Docker engine stopped answering: {done.err.strip()}. {engine.how_to_start()}")
         return done
@@ -112,7 +117,7 @@ class HarborEnv:
         seconds = float(self.harbor.get("agent_timeout_sec") or _CALL_SECONDS)
         done = await self.exec(f"{args['command']}\n", user=self.harbor.get("agent_user"), seconds=seconds)
         await self._alive()
-        text = done.out + done.err
+        text = done.out
         if len(text) > OUTPUT_CHARS:
             text = text[:OUTPUT_CHARS] + f"\n[output cut at {OUTPUT_CHARS} characters]"
         if done.code == 137:
@@ -131,8 +136,8 @@ class HarborEnv:
         assert self.container is not None
         harbor = self.harbor
         tests = (self.bundle_dir / harbor["dir"] / "tests").resolve()
-        reset = await self.exec("rm -rf /tests && rm -f /logs/verifier/reward.txt /logs/verifier/reward.json", user=0,
-                                seconds=60)  # fmt: skip
+        # stale rewards go first, as Harbor's verifier removes them: a reward the policy wrote is not the tests'
+        reset = await self.exec("rm -rf /tests /logs/verifier && mkdir -p /logs/verifier", user=0, seconds=60)
         copied = await engine.arun(["cp", f"{tests}/.", f"{self.container}:/tests"], timeout=120)
         if not reset.ok or not copied.ok:
             raise EnvCrashed(f"could not copy the tests of Harbor task {harbor['name']!r}: {reset.err}{copied.err}")
@@ -141,14 +146,13 @@ class HarborEnv:
         seconds = float(harbor.get("verifier_timeout_sec") or _CALL_SECONDS)
         ran = await self.exec(command, user=harbor.get("verifier_user"), seconds=seconds, env=harbor["verifier_env"])
         if ran.code == 137:
-            raise EnvCrashed(f"the tests of Harbor task {harbor['name']!r} ran past verifier.timeout_sec ({seconds:g} s)")
+            past = f"ran past verifier.timeout_sec ({seconds:g} s)"
+            raise EnvCrashed(f"the tests of Harbor task {harbor['name']!r} {past}")
         found = await self.exec(_READ_REWARD, user=0, seconds=60)
         if not found.ok:
             tail = (await self.exec("tail -c 2000 /logs/verifier/test-stdout.txt", user=0, seconds=60)).out
-            raise EnvCrashed(
-                f"the tests of Harbor task {harbor['name']!r} wrote no reward (/logs/verifier/reward.txt or reward.json;"
-                f" Harbor refuses such a trial too); their output ends with:\n{tail}"
-            )
+            wrote = "wrote no reward (/logs/verifier/reward.txt or reward.json; Harbor refuses such a trial too)"
+            raise EnvCrashed(f"the tests of Harbor task {harbor['name']!r} {wrote}; their output ends with:\n{tail}")
         return _reward(found.out, harbor["name"])
 
     async def teardown(self) -> None:

@@ -88,9 +88,11 @@ def solve_command(solution_dir: Path, script: str, env: Mapping[str, str] | None
         for path in sorted(solution_dir.rglob("*")):
             tar.add(path, arcname=path.relative_to(solution_dir).as_posix(), recursive=False)
     blob = base64.b64encode(packed.getvalue()).decode()
-    assigned = " ".join(f"{key}={shlex.quote(value)}" for key, value in {"DEBIAN_FRONTEND": "noninteractive", **(env or {})}.items())
+    environ = {"DEBIAN_FRONTEND": "noninteractive", **(env or {})}
+    assigned = " ".join(f"{key}={shlex.quote(value)}" for key, value in environ.items())
     run = shlex.quote(f"/solution/{script}")
-    return f"mkdir -p /solution && echo {blob} | base64 -d | tar -xzf - -C /solution && chmod +x {run} && {assigned} {run}"
+    unpack = f"mkdir -p /solution && echo {blob} | base64 -d | tar -xzf - -C /solution"
+    return f"{unpack} && chmod +x {run} && {assigned} {run}"
 
 
 def _config(config: Any) -> tuple[Path | None, str, str, list[BundleProblem]]:

@@ -103,7 +103,9 @@ def _harbor_tasks(root: Path) -> dict[str, object] | None:
     """bundle.yaml's ``tasks`` when they are read by the harbor task source (each task's image is built too)."""
     data = yaml.safe_load((root / "bundle.yaml").read_text()) or {}
     tasks = data.get("tasks") if isinstance(data, dict) else None
-    return tasks if isinstance(tasks, dict) and tasks.get("source") == "harbor" else None
+    if not isinstance(tasks, dict) or tasks.get("source") != "harbor":
+        return None
+    return {k: v for k, v in tasks.items() if k != "source"}
 
 
 def build_image(
