@@ -86,6 +86,7 @@ nox.options.sessions = [
     *_defaults("ray", "ray", MATRIX["ray"]),
     *_defaults("harness", "trl", MATRIX["harness-trl"]),
     "containers",
+    "harbor",
     "viewer",
     "lowest",
     "release",
@@ -269,6 +270,17 @@ def containers(session: nox.Session) -> None:
     session.run("agentenv", "image", "build", "tests/containers/bundles/box", "--base", CONTAINER_BASE)
     tier = ["tests/containers", *_xdist(session), "--dist", "loadfile", "--durations=5", *session.posargs]
     session.run(*PYTEST, *tier, env={"TRL_EXPERIMENTAL_SILENCE": "1"})
+
+
+@nox.session(python=NEWER_PYTHONS[0])
+def harbor(session: nox.Session) -> None:
+    """tests/harbor: Harbor task directories read through the harbor package (agentenv-docker's harbor extra, on 3.12:
+    harbor needs it), played in containers on a real Docker engine, their images made here (the containers tier's
+    base, then each task's from its environment/Dockerfile), their reference solutions through the QA gate."""
+    _sync(session, "test", extras=("harbor",))
+    session.run("agentenv", "image", "base", CONTAINER_BASE)  # debootstrap: a couple of minutes the first time
+    session.run("agentenv", "image", "build", "tests/harbor/bundles/suite")
+    session.run(*PYTEST, "tests/harbor", *_xdist(session), "--durations=5", *session.posargs)
 
 
 @nox.session
