@@ -109,3 +109,10 @@ def test_a_task_whose_image_is_not_built_is_refused_naming_the_command_that_buil
         load_bundle(bundle)
     assert "tasks/fix-config/task.toml: environment: the image 'agentenv-harbor/fix-config:" in str(refused.value)
     assert "build it: agentenv image build BUNDLE" in str(refused.value)
+
+
+async def test_a_policy_that_stops_its_container_is_scored_0_not_failed() -> None:
+    answers, result = await _play(SUITE, "fix-config", ["kill -KILL -1", "cat service.ini"])
+    assert "the container is gone for the rest of this episode" in answers[1]
+    assert (result.outcome, result.reward) == ("scored", 0.0)
+    assert left_by_this_process() == []

@@ -54,6 +54,7 @@ class HarborEnv:
         self.bundle_dir = Path(bundle_dir)
         self.container: str | None = None
         self.harbor: dict[str, Any] = {}
+        self.stopped: str | None = None  # why the container is gone for the rest of the episode (the policy's doing)
 
     def tools(self) -> list[Tool]:
         """The one tool, ``bash``."""
@@ -114,6 +115,8 @@ class HarborEnv:
         """Run the ``bash`` tool: the command's output (stdout and stderr together) and its exit code."""
         if name != BASH_TOOL:
             raise ToolError(f"no tool {name!r}; this env's one tool is {BASH_TOOL!r}")
+        if self.stopped is not None:
+            raise ToolError(self.stopped)
         seconds = float(self.harbor.get("agent_timeout_sec") or _CALL_SECONDS)
         done = await self.exec(f"{args['command']}\n", user=self.harbor.get("agent_user"), seconds=seconds)
         await self._alive()
@@ -125,15 +128,25 @@ class HarborEnv:
         return f"{text}\n[exit code {done.code}]"
 
     async def _alive(self) -> None:
-        """``EnvCrashed`` when the container itself is gone (its ``sleep`` killed, the engine lost it)."""
+        """After a call: a container that stopped was stopped by the call (its keep-alive killed, its memory limit
+        hit), the policy's doing, so it is scored (``ToolError``, and the tests score 0), never a failure the policy
+        could reach for to dodge a 0. An engine that stopped answering is the env's (``EnvCrashed``)."""
         assert self.container is not None
         state = await engine.arun(["container", "inspect", "--format", "{{.State.Running}}", self.container])
+        if not state.ok and engine.unreachable(state.err):
+            raise EnvCrashed(f"the Docker engine stopped answering: {state.err.strip()}. {engine.how_to_start()}")
         if not state.ok or state.out.strip() != "true":
-            raise EnvCrashed(f"the container of Harbor task {self.harbor.get('name')!r} stopped: {state.err.strip()}")
+            self.stopped = (
+                f"this call stopped the container of Harbor task {self.harbor.get('name')!r} (its keep-alive process "
+                "was killed, or its memory limit reached): the container is gone for the rest of this episode"
+            )
+            raise ToolError(self.stopped)
 
     async def run_tests(self) -> float:
         """Run the task's tests in the container and read the reward as Harbor's verifier does."""
         assert self.container is not None
+        if self.stopped is not None:
+            return 0.0  # the policy stopped the container: no test can pass in it
         harbor = self.harbor
         tests = (self.bundle_dir / harbor["dir"] / "tests").resolve()
         # stale rewards go first, as Harbor's verifier removes them: a reward the policy wrote is not the tests'

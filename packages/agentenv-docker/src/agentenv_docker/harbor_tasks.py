@@ -196,14 +196,13 @@ def _task_data(task: Any, task_dir: Path, bundle_dir: Path, split: str, env: str
 def harbor_images(bundle: Path, tasks: Any, *, echo: Any = print) -> list[str]:
     """Build the image of each Harbor task of ``tasks: {source: harbor, ...}`` that the engine lacks, from its
     ``environment/`` folder (``docker build``, no network for ``RUN``, nothing pulled); returns the images built."""
-    from harbor.models.task.task import Task as HarborTask
-
     from .images import ImageError, build_image
+    from .kind import image_missing
 
     missing = _harbor_missing()
     if missing is not None:
         raise ImageError(missing)
-    from .kind import image_missing
+    from harbor.models.task.task import Task as HarborTask
 
     path, _, _, problems = _config(tasks)
     if path is None or problems:
