@@ -108,7 +108,7 @@ def test_a_task_whose_image_is_not_built_is_refused_naming_the_command_that_buil
     with pytest.raises(BundleError) as refused:
         load_bundle(bundle)
     assert "tasks/fix-config/task.toml: environment: the image 'agentenv-harbor/fix-config:" in str(refused.value)
-    assert "build it: agentenv image build BUNDLE" in str(refused.value)
+    assert f"build it: agentenv image build {bundle}" in str(refused.value)
 
 
 async def test_a_policy_that_stops_its_container_is_scored_0_not_failed() -> None:

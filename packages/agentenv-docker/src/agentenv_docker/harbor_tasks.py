@@ -35,6 +35,8 @@ from agentenv.tasksources import RawTask
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
+from . import engine
+
 __all__ = ["HARBOR_SUPPORTED", "INSTALL", "harbor_images", "image_of", "read_harbor_tasks", "solve_command"]
 
 HARBOR_SUPPORTED: Final[str] = "harbor>=0.25,<0.26"
@@ -119,10 +121,15 @@ def read_harbor_tasks(config: Any, bundle_dir: Path) -> Iterator[RawTask | Bundl
     from pydantic import ValidationError
 
     from . import harbor_refusals
+    from .kind import image_missing
 
     path, split, env, problems = _config(config)
     yield from problems
     if path is None or problems:
+        return
+    engine_missing = _engine_missing()
+    if engine_missing is not None:
+        yield BundleProblem(BUNDLE_FILE, "tasks.source", engine_missing)
         return
     found = task_dirs(bundle_dir / path)
     if not found:
@@ -136,27 +143,23 @@ def read_harbor_tasks(config: Any, bundle_dir: Path) -> Iterator[RawTask | Bundl
             yield BundleProblem(shown, "", f"harbor cannot read this task: {exc}; fix it as Harbor's task format says")
             continue
         refused = list(harbor_refusals.refusals(task, shown))
-        if not refused:
-            refused = list(_image_problem(task, task_dir, shown))
+        image = image_of(task_dir, task.name)
+        if not refused and image_missing(image):
+            message = f"the image {image!r} of Harbor task {task.name!r} is not on this machine's Docker engine"
+            refused = [BundleProblem(shown, "environment", f"{message}; build it: agentenv image build {bundle_dir}")]
         if refused:
             yield from refused
             continue
         yield RawTask(_task_data(task, task_dir, bundle_dir, split, env), shown)
 
 
-def _image_problem(task: Any, task_dir: Path, shown: str) -> Iterator[BundleProblem]:
-    from . import engine
-    from .kind import image_missing
-
+def _engine_missing() -> str | None:
+    """Why no task can run here (no Docker engine answers), once for the whole source; None when one answers."""
     try:
         engine.engine()
     except engine.EngineMissing as exc:
-        yield BundleProblem(shown, "", f"Harbor tasks run in containers, and {exc}")
-        return
-    image = image_of(task_dir, task.name)
-    if image_missing(image):
-        message = f"the image {image!r} of Harbor task {task.name!r} is not on this machine's Docker engine"
-        yield BundleProblem(shown, "environment", f"{message}; build it: agentenv image build BUNDLE")
+        return f"Harbor tasks run in containers: {exc}"
+    return None
 
 
 def _task_data(task: Any, task_dir: Path, bundle_dir: Path, split: str, env: str) -> dict[str, Any]:
