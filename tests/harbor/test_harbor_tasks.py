@@ -13,8 +13,12 @@ from agentenv import load_bundle
 from agentenv.episode import Episode
 from agentenv.errors import BundleError
 from agentenv.qa import qa_bundle
+from agentenv.session import Session
+from agentenv.settings import Shared
 from harbor.models.task.task import Task as HarborTask
 
+from tests.conftest import ServeProcess
+from tests.containers.support import wait_until_none
 from tests.harbor.support import SUITE, UNSUPPORTED, left_by_this_process
 
 pytestmark = pytest.mark.usefixtures("images")
@@ -116,3 +120,20 @@ async def test_a_policy_that_stops_its_container_is_scored_0_not_failed() -> Non
     assert "the container is gone for the rest of this episode" in answers[1]
     assert (result.outcome, result.reward) == ("scored", 0.0)
     assert left_by_this_process() == []
+
+
+async def test_a_served_harbor_task_is_played_over_the_wire_in_its_container() -> None:
+    server = ServeProcess(SUITE).start(timeout=120)
+    session = Session(Shared(server.url, reset_timeout=120, tool_timeout=120))
+    try:
+        rollout = session.rollout("fix-config")
+        await rollout.start()
+        edit = "sed -i -e 's/^debug = true$/debug = false/' -e 's/^port = 8080$/port = 9090/' service.ini"
+        answer = await rollout.call("bash", {"command": f"{edit} && grep -c 9090 service.ini"})
+        await rollout.end_turn("done")
+        assert answer.text == "1\n\n[exit code 0]"
+        assert (rollout.result.outcome, rollout.result.reward) == ("scored", 1.0)
+    finally:
+        await session.close()
+        server.terminate()
+    assert wait_until_none(server.proc.pid) == {}
