@@ -41,8 +41,8 @@ _CALL_SECONDS: Final[float] = 600.0  # a call's limit where task.toml gives no a
 _REAPER: Final = (sys.executable, "-m", "agentenv_docker.owners")
 _KEEP_ALIVE: Final[str] = "mkdir -p /logs/agent /logs/verifier; exec sleep infinity"  # as Harbor's compose file
 _READ_REWARD: Final[str] = (
-    "cd /logs/verifier; if [ -f reward.json ]; then cat reward.json; printf '\\njson'; "
-    "elif [ -f reward.txt ]; then cat reward.txt; printf '\\ntxt'; else exit 3; fi"
+    "cd /logs/verifier; if [ -f reward.json ]; then head -c 65536 reward.json; printf '\\njson'; "
+    "elif [ -f reward.txt ]; then head -c 65536 reward.txt; printf '\\ntxt'; else exit 3; fi"
 )
 
 
@@ -90,9 +90,11 @@ class HarborEnv:
             what = f"the container of Harbor task {harbor['name']!r}"
             raise EnvCrashed(f"{what} did not start: {started.err.strip()}{fix}")
 
-    async def exec(self, command: str, *, user: Any, seconds: float, env: Mapping[str, str] | None = None) -> Any:
-        """Run ``command`` with ``bash -c`` in the container, killed past ``seconds``: ``engine.Result``, the
-        command's stdout and stderr together in its ``out`` (its ``err`` is the docker CLI's own)."""
+    async def exec(
+        self, command: str, *, user: Any, seconds: float, env: Mapping[str, str] | None = None
+    ) -> engine.Result:
+        """Run ``command`` with ``bash -c`` in the container, killed past ``seconds``: its exit code, and in ``out``
+        the first ``4 * OUTPUT_CHARS`` bytes of its stdout and stderr together (``err`` is the docker CLI's own)."""
         if self.container is None:
             raise EnvCrashed("the Harbor task's container is not started (its setup step did not run)")
         args = ["exec"]
@@ -102,11 +104,13 @@ class HarborEnv:
             args += ["-u", str(user)]
         for key, value in (env or {}).items():
             args += ["-e", f"{key}={value}"]
-        # the command's own limit is the container's timeout(1): killing the docker CLI would leave it running
-        limit = ["timeout", "-s", "KILL", f"{seconds:g}"]
-        # the command's stderr joins its stdout in the container, so the CLI's stderr says only what docker says
-        shell = ["bash", "-c", f"exec 2>&1\n{command}"]
-        done = await engine.arun([*args, self.container, *limit, *shell], timeout=seconds + 30)
+        # In the container: the command's own limit is timeout(1) (killing the docker CLI would leave it running);
+        # its output goes to a file of which only the head comes back (a policy's `yes` must not fill this
+        # process's memory), stderr with stdout, so the CLI's own stderr says only what docker says.
+        limited = f"timeout -s KILL {seconds:g} bash -c {shlex.quote(command)}"
+        shell = f'out=$(mktemp); {limited} >"$out" 2>&1; code=$?; head -c {4 * OUTPUT_CHARS} "$out"; rm -f "$out"'
+        argv = [*args, self.container, "bash", "-c", f"{shell}; exit $code"]
+        done = await engine.arun(argv, timeout=seconds + 30)
         if done.code != 0 and engine.unreachable(done.err):
             raise EnvCrashed(f"the Docker engine stopped answering: {done.err.strip()}. {engine.how_to_start()}")
         return done
