@@ -154,12 +154,14 @@ class HarborEnv:
         harbor = self.harbor
         tests = (self.bundle_dir / harbor["dir"] / "tests").resolve()
         # stale rewards go first, as Harbor's verifier removes them: a reward the policy wrote is not the tests'
-        reset = await self.exec("rm -rf /tests /logs/verifier && mkdir -p /logs/verifier", user=0, seconds=60)
+        reset = await self.exec("rm -rf /tests /logs/verifier && mkdir -m 777 -p /logs/verifier", user=0, seconds=60)
         copied = await engine.arun(["cp", f"{tests}/.", f"{self.container}:/tests"], timeout=120)
-        if not reset.ok or not copied.ok:
-            raise EnvCrashed(f"could not copy the tests of Harbor task {harbor['name']!r}: {reset.err}{copied.err}")
         script = shlex.quote(f"/tests/{harbor['test']}")
-        command = f"chmod +x {script}; ({script}) > /logs/verifier/test-stdout.txt 2>&1"
+        executable = await self.exec(f"chmod +x {script}", user=0, seconds=60)  # as root, as Harbor's verifier does
+        if not (reset.ok and copied.ok and executable.ok):
+            why = f"{reset.out}{copied.err}{executable.out}".strip()
+            raise EnvCrashed(f"could not copy the tests of Harbor task {harbor['name']!r} into its container: {why}")
+        command = f"({script}) > /logs/verifier/test-stdout.txt 2>&1"
         seconds = float(harbor.get("verifier_timeout_sec") or _CALL_SECONDS)
         ran = await self.exec(command, user=harbor.get("verifier_user"), seconds=seconds, env=harbor["verifier_env"])
         if ran.code == 137:

@@ -1,5 +1,6 @@
 #!/bin/bash
-# Harbor's verifier contract: write the reward to /logs/verifier/reward.txt
+# Harbor's verifier contract: write the reward to /logs/verifier/reward.txt (task.toml runs this as nobody)
+[ "$(id -un)" = "nobody" ] || { echo "ran as $(id -un)"; exit 1; }
 sum=$(cat /app/out/sum.txt 2>/dev/null)
 max=$(cat /app/out/max.txt 2>/dev/null)
 if [ "$sum" = "75" ] && [ "$max" = "40" ]; then
