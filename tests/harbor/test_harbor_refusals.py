@@ -58,3 +58,12 @@ def test_a_windows_task_is_refused_at_its_os(tmp_path: Path) -> None:
 def test_a_task_harbor_cannot_read_is_refused_with_harbors_reason(tmp_path: Path) -> None:
     text = _refusal(tmp_path, "[environment.unknown\n")
     assert "tasks/fix-config/task.toml: harbor cannot read this task:" in text
+
+
+def test_a_bundle_without_the_harbor_env_is_refused_naming_the_env_to_declare(tmp_path: Path) -> None:
+    bundle = shutil.copytree(SUITE, tmp_path / "suite")
+    (bundle / "bundle.yaml").write_text("name: bare\ntasks: {source: harbor, path: tasks}\n")
+    with pytest.raises(BundleError) as refused:
+        load_bundle(bundle)
+    assert "bundle.yaml:1: envs: the harbor source's tasks play in an env 'harbor' of kind harbor" in str(refused.value)
+    assert "declare it: envs: {harbor: {kind: harbor}}" in str(refused.value)

@@ -127,6 +127,11 @@ def read_harbor_tasks(config: Any, bundle_dir: Path) -> Iterator[RawTask | Bundl
     yield from problems
     if path is None or problems:
         return
+    if not _declares(bundle_dir, env):
+        fix = f"declare it: envs: {{{env}: {{kind: harbor}}}} (or name yours: tasks: {{source: harbor, env: NAME}})"
+        message = f"the harbor source's tasks play in an env {env!r} of kind harbor; {fix}"
+        yield BundleProblem(BUNDLE_FILE, "envs", message)
+        return
     engine_missing = _engine_missing()
     if engine_missing is not None:
         yield BundleProblem(BUNDLE_FILE, "tasks.source", engine_missing)
@@ -150,7 +155,7 @@ def read_harbor_tasks(config: Any, bundle_dir: Path) -> Iterator[RawTask | Bundl
         if refused:
             yield from refused
             continue
-        yield RawTask(_task_data(task, task_dir, bundle_dir, split, env), shown)
+        yield RawTask(_task_data(task, task_dir, bundle_dir, split, env, image), shown)
 
 
 def _engine_missing() -> str | None:
@@ -162,7 +167,20 @@ def _engine_missing() -> str | None:
     return None
 
 
-def _task_data(task: Any, task_dir: Path, bundle_dir: Path, split: str, env: str) -> dict[str, Any]:
+def _declares(bundle_dir: Path, env: str) -> bool:
+    """Whether bundle.yaml declares ``env`` as a ``kind: harbor`` env (read again: a source sees only its fields)."""
+    import yaml
+
+    try:
+        data = yaml.safe_load((bundle_dir / BUNDLE_FILE).read_text()) or {}
+    except (OSError, yaml.YAMLError):
+        return True  # the loader says what is wrong with the file
+    envs = data.get("envs") if isinstance(data, dict) else None
+    spec = envs.get(env) if isinstance(envs, dict) else None
+    return isinstance(spec, dict) and spec.get("kind") == "harbor"
+
+
+def _task_data(task: Any, task_dir: Path, bundle_dir: Path, split: str, env: str, image: str) -> dict[str, Any]:
     """The agentenv task of a Harbor task (its ``metadata.harbor`` is what the env and verifier read)."""
     config = task.config
     solve = task.paths.discovered_solve_path_for(config.environment.os)
@@ -174,7 +192,7 @@ def _task_data(task: Any, task_dir: Path, bundle_dir: Path, split: str, env: str
     harbor = {
         "name": task.name,
         "dir": task_dir.relative_to(bundle_dir).as_posix(),
-        "image": image_of(task_dir, task.name),
+        "image": image,
         "workdir": config.environment.workdir,
         "env": dict(config.environment.env),
         "cpus": config.environment.cpus,
