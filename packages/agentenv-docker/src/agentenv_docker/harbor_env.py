@@ -47,7 +47,8 @@ _READ_REWARD: Final[str] = (
 
 
 class HarborEnv:
-    """One episode's container of a Harbor task (see the module docstring)."""
+    """A Harbor task's container, one per episode (its tasks come from ``tasks: {source: harbor}``): the task's image
+    started at the task's setup step with no network, and one tool, ``bash``, run in it with ``docker exec``."""
 
     def __init__(self, spec: EnvSpec, bundle_dir: Path) -> None:
         self.spec = spec
@@ -209,6 +210,9 @@ def _check(spec: EnvSpec, bundle_dir: Path) -> list[Problem]:
 
 
 def _verifier(params: Mapping[str, Any], bundle_dir: Path) -> Any:
+    """Runs the Harbor task's tests (``tests/test.sh``) in its container and reads the reward as Harbor does
+    (``/logs/verifier/reward.json``, else ``reward.txt``); tests that write none fail the episode."""
+
     async def verify(check: Check) -> float:
         env = next((e for e in check.envs.values() if isinstance(e, HarborEnv)), None)
         if env is None:

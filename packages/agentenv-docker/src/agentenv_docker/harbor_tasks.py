@@ -112,7 +112,10 @@ def _config(config: Any) -> tuple[Path | None, str, str, list[BundleProblem]]:
 
 
 def read_harbor_tasks(config: Any, bundle_dir: Path) -> Iterator[RawTask | BundleProblem]:
-    """The tasks of ``tasks: {source: harbor, path: DIR[, split: NAME][, env: NAME]}`` (see the module docstring)."""
+    """Harbor task directories (``task.toml``, ``instruction.md``, ``environment/Dockerfile``, ``tests/``,
+    ``solution/``) under ``path``, read by the harbor package (Python >= 3.12: ``pip install
+    'agentenv-docker[harbor]'``), played in the bundle's ``kind: harbor`` env (``env``, default ``harbor``), in
+    ``split`` (default ``train``)."""
     missing = _harbor_missing()
     if missing is not None:
         yield BundleProblem(BUNDLE_FILE, "tasks.source", missing)
