@@ -27,3 +27,13 @@ def images() -> list[str]:
         build_base(BASE)
         build_bundle(SUITE)
     return [BASE]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    try:
+        import torch
+    except ImportError:  # the harbor tests run without a trainer; test_harbor_trl needs one (on another Python)
+        return
+    # TRL 1.16 still reads transformers' deprecated alias; neither is ours to change
+    config.addinivalue_line("filterwarnings", "ignore:`is_gradient_checkpointing` is deprecated:FutureWarning")
+    torch.set_num_threads(1)  # two xdist workers share two cores
