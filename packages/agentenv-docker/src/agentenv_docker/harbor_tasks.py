@@ -18,6 +18,7 @@ at load, naming the task's ``task.toml`` and the field.
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import io
 import re
@@ -37,13 +38,24 @@ from packaging.version import Version
 
 from . import engine
 
-__all__ = ["HARBOR_SUPPORTED", "INSTALL", "harbor_images", "image_of", "read_harbor_tasks", "solve_command"]
+__all__ = ["INSTALL", "harbor_images", "image_of", "read_harbor_tasks", "solve_command", "supported"]
 
-HARBOR_SUPPORTED: Final[str] = "harbor>=0.25,<0.26"
-"""The ``harbor`` versions whose task model this source reads (tested on 0.25.0)."""
 INSTALL: Final[str] = "pip install 'agentenv-docker[harbor]'"
 _FIELDS: Final[str] = "path, split, env"
 _SLUG = re.compile(r"[^a-z0-9._-]+")
+
+
+@functools.cache
+def supported() -> str:
+    """The harbor versions this source reads: the ``harbor`` extra of agentenv-docker's pyproject.toml, declared
+    there once and read from the installed metadata (``harbor>=0.25,<0.26``)."""
+    from packaging.requirements import Requirement
+
+    for text in metadata.requires("agentenv-docker") or []:
+        requirement = Requirement(text)
+        if requirement.name == "harbor" and requirement.marker and requirement.marker.evaluate({"extra": "harbor"}):
+            return f"harbor{requirement.specifier}"
+    raise LookupError("agentenv-docker's metadata names no harbor range in its harbor extra; reinstall it")
 
 
 def _harbor_missing() -> str | None:
@@ -58,8 +70,9 @@ def _harbor_missing() -> str | None:
         version = metadata.version("harbor")
     except metadata.PackageNotFoundError:
         return f"the harbor task source needs the harbor package, which is not installed; {INSTALL}"
-    if Version(version) not in SpecifierSet(HARBOR_SUPPORTED.removeprefix("harbor")):
-        return f"harbor {version} is installed and this source reads {HARBOR_SUPPORTED}; {INSTALL}"
+    wanted = supported()
+    if Version(version) not in SpecifierSet(wanted.removeprefix("harbor")):
+        return f"harbor {version} is installed and this source reads {wanted}; {INSTALL}"
     return None
 
 
