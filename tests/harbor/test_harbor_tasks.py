@@ -84,7 +84,7 @@ async def test_the_policy_acts_in_the_tasks_container_which_holds_neither_tests_
 
 async def test_a_call_past_agent_timeout_sec_is_killed_and_a_flood_of_output_cut() -> None:
     answers, _ = await _play(SUITE, "fix-config", ["sleep 30; echo never", "yes | head -c 1000000"])
-    assert answers[0] == "\n[killed: the command ran past its time limit (5 s) or its memory]\n[exit code 137]"
+    assert answers[0] == "\n[killed: the command ran past its time limit (10 s) or its memory]\n[exit code 137]"
     assert answers[1].endswith("y\n\n[output cut at 16000 characters]\n[exit code 0]") and len(answers[1]) < 16_100
 
 
