@@ -86,6 +86,7 @@ nox.options.sessions = [
     *_defaults("ray", "ray", MATRIX["ray"]),
     *_defaults("harness", "trl", MATRIX["harness-trl"]),
     "containers",
+    "harbor",
     "viewer",
     "lowest",
     "release",
@@ -269,6 +270,27 @@ def containers(session: nox.Session) -> None:
     session.run("agentenv", "image", "build", "tests/containers/bundles/box", "--base", CONTAINER_BASE)
     tier = ["tests/containers", *_xdist(session), "--dist", "loadfile", "--durations=5", *session.posargs]
     session.run(*PYTEST, *tier, env={"TRL_EXPERIMENTAL_SILENCE": "1"})
+
+
+@nox.session(python=NEWER_PYTHONS[0])
+def harbor(session: nox.Session) -> None:
+    """tests/harbor: Harbor task directories read through the harbor package (agentenv-docker's harbor extra, on 3.12:
+    harbor needs it), played in containers on a real Docker engine, their images made here (the containers tier's
+    base, then each task's from its environment/Dockerfile), their reference solutions through the QA gate; then TRL's
+    GRPOTrainer on 3.11 (the CPU torch wheel's Python) training against the suite served on this session's 3.12."""
+    _sync(session, "test", extras=("harbor",))
+    session.run("agentenv", "image", "base", CONTAINER_BASE)  # debootstrap: a couple of minutes the first time
+    session.run("agentenv", "image", "build", "tests/harbor/bundles/suite")
+    trl_tests = "tests/harbor/test_harbor_trl.py"
+    session.run(*PYTEST, "tests/harbor", f"--ignore={trl_tests}", *_xdist(session), "--durations=5", *session.posargs)
+    trainer = os.path.join(session.create_tmp(), "trainer")  # a 3.11 venv of its own, kept with the session's
+    session.run_install("uv", "sync", "--frozen", "--all-packages", "--inexact", "--group", "test", "--python",
+                        "3.11", env={"UV_PROJECT_ENVIRONMENT": trainer}, silent=True)  # fmt: skip
+    session.run_install("uv", "pip", "install", "--python", trainer, f"trl=={TRL_VERSIONS[-1]}", "jmespath",
+                        *_torch_cpu(session), silent=True)  # fmt: skip
+    python = os.path.join(session.virtualenv.location, "bin", "python")
+    session.run(os.path.join(trainer, "bin", "python"), "-m", *PYTEST, trl_tests, "--durations=3", external=True,
+                env={"TRL_EXPERIMENTAL_SILENCE": "1", "AGENTENV_HARBOR_PYTHON": python})  # fmt: skip
 
 
 @nox.session

@@ -104,7 +104,7 @@ def test_an_unknown_env_kind_is_refused_with_the_known_kinds(fake):
     problem = error.problems[0]
     assert (problem.file, problem.field) == ("bundle.yaml", "envs.proc.kind")
     assert problem.line == line_of(fake / "bundle.yaml", "kind: docker")
-    assert "unknown env kind 'docker'; known: bash, container, python, subprocess" in problem.message
+    assert "unknown env kind 'docker'; known: bash, container, harbor, python, subprocess" in problem.message
     assert "install the plugin that provides it" in problem.message
     assert f"bundle.yaml:{problem.line}: envs.proc.kind: unknown env kind 'docker'" in str(error)
 
@@ -114,7 +114,7 @@ def test_an_unknown_verifier_kind_is_refused_with_the_known_kinds(fake):
     problem = only_problem(refused(fake))
     assert (problem.file, problem.field) == ("tasks/two-turn.yaml", "turns[1].verifiers[0].kind")
     assert problem.line == line_of(fake / "tasks" / "two-turn.yaml", "kind: fuzzy")
-    assert "unknown verifier kind 'fuzzy'; known: contains, exact, judge, python, regex" in problem.message
+    assert "unknown verifier kind 'fuzzy'; known: contains, exact, harbor, judge, python, regex" in problem.message
 
 
 def test_a_duplicate_task_id_is_refused_naming_both_files(fake):

@@ -82,7 +82,7 @@ def test_a_bad_task_deep_in_a_large_file_is_refused_at_its_line(tmp_path):
     ]
     kind, prompt = error.problems
     assert kind.line == line_after(root / "tasks.yaml", "id: t07345", "kind: contain")
-    assert "unknown verifier kind 'contain'; known: contains, exact, judge, python, regex" in kind.message
+    assert "unknown verifier kind 'contain'; known: contains, exact, harbor, judge, python, regex" in kind.message
     assert prompt.line == line_after(root / "tasks.yaml", "id: t09001", "prompt:")
     assert f"tasks.yaml:{prompt.line}: turns[0].prompt: is empty" in str(error)
 

@@ -186,7 +186,7 @@ def test_an_unknown_task_source_is_refused_with_the_known_ones(tmp_path):
     (tmp_path / "bundle.yaml").write_text("name: nowhere\ntasks: {source: sql, table: tasks}\n")
     problem = only_problem(refused(tmp_path, plugin_set=Plugins()))
     assert (problem.file, problem.field, problem.line) == ("bundle.yaml", "tasks.source", 2)
-    assert "unknown task source 'sql'; known: dataset, generated, yaml" in problem.message
+    assert "unknown task source 'sql'; known: dataset, generated, harbor, yaml" in problem.message
 
 
 @pytest.mark.parametrize(("replies", "reward"), [(("hello", "nope"), 0.0), (("hello", "goodbye"), 1.0)])

@@ -61,7 +61,8 @@ def container_envs(bundle: str | Path) -> dict[str, EnvSpec]:
 def build_bundle(
     bundle: str | Path, *, base: str | None = None, only: Sequence[str] = (), echo: Callable[[str], None] = print
 ) -> list[str]:
-    """Build the image of each container env of ``bundle`` that has a ``build`` folder; returns the images built."""
+    """Build the image of each container env of ``bundle`` that has a ``build`` folder, and of each Harbor task its
+    ``tasks: {source: harbor}`` reads (not with ``only``); returns the images built."""
     root = find_bundle(bundle).resolve()
     envs = container_envs(root)
     unknown = sorted(set(only) - set(envs))
@@ -90,7 +91,21 @@ def build_bundle(
         except ImageError as exc:
             raise ImageError(f"envs.{name}: {exc}") from None
         built.append(options.image)
+    tasks = _harbor_tasks(root)
+    if tasks is not None and not only:
+        from .harbor_tasks import harbor_images
+
+        built += harbor_images(root, tasks, echo=echo)
     return built
+
+
+def _harbor_tasks(root: Path) -> dict[str, object] | None:
+    """bundle.yaml's ``tasks`` when they are read by the harbor task source (each task's image is built too)."""
+    data = yaml.safe_load((root / "bundle.yaml").read_text()) or {}
+    tasks = data.get("tasks") if isinstance(data, dict) else None
+    if not isinstance(tasks, dict) or tasks.get("source") != "harbor":
+        return None
+    return {k: v for k, v in tasks.items() if k != "source"}
 
 
 def build_image(
