@@ -23,7 +23,7 @@ DEFAULT_SERVER_URL = "http://127.0.0.1:8000"  # agentenv serve's own default hos
 def tasks_from(target: str, server_url: str | None) -> Iterator[tuple[str, Shared | None]]:
     """``(url, source)``: the URL the loops are written to reach, and where the tasks are read when not from it (a
     loopback server of the bundle ``target`` names, for as long as the block runs; None for a URL ``target``)."""
-    from agentenv.evaluate.runner import is_url
+    from agentenv.evaluate.runner import is_url, loopback
     from agentenv.installed import find_bundle
 
     if is_url(target):
@@ -35,26 +35,12 @@ def tasks_from(target: str, server_url: str | None) -> Iterator[tuple[str, Share
         yield target, None
         return
     folder = find_bundle(target)  # an installed bundle's name gives its folder; a BundleError names the choices
-    try:
-        from agentenv_server import ServerThread, build_app
-        from agentenv_server.runner import local_token
-    except ImportError:
-        raise AgentEnvError(
-            f"writing {target} by name serves it on loopback in this process, which needs agentenv-server: pip "
-            "install agentenv-server (or serve it with agentenv serve and pass its URL)"
-        ) from None
-    from agentenv.settings import Shared
-
-    token = local_token()
-    server = ServerThread(build_app(folder, token=token)).start()
     url = server_url or DEFAULT_SERVER_URL
-    print(
-        f"reading the tasks of {folder} from a loopback server in this process; the loops will reach {url}: serve "
-        f"it there for training (agentenv serve {target} --port {urlsplit(url).port or 8000}), or write with "
-        "--server-url URL",
-        file=sys.stderr,
-    )
-    try:
-        yield url, Shared(server.url, bearer=token)
-    finally:
-        server.stop()
+    with loopback(folder, f"writing {target} by name") as source:
+        print(
+            f"reading the tasks of {folder} from a loopback server in this process; the loops will reach {url}: "
+            f"serve it there for training (agentenv serve {target} --port {urlsplit(url).port or 8000}), or write "
+            "with --server-url URL",
+            file=sys.stderr,
+        )
+        yield url, source

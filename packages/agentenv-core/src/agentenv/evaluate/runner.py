@@ -16,7 +16,7 @@ import logging
 import re
 import time
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
@@ -150,27 +150,33 @@ def served(config: EvalConfig) -> Iterator[Shared]:
             "--token-var is for a served bundle (a URL); a bundle folder is served on loopback "
             "without a token: drop --token-var"
         )
+    options = {"max_concurrent_envs": config.concurrency, **timeouts, "record": config.record}
+    with loopback(
+        folder, f"evaluating the bundle folder {config.target}", options, client="eval", **timeouts
+    ) as shared:
+        yield shared
+
+
+@contextlib.contextmanager
+def loopback(
+    folder: Path, doing: str, app_options: Mapping[str, Any] | None = None, **shared_options: Any
+) -> Iterator[Shared]:
+    """A loopback server of the bundle ``folder`` in this process while the block runs (``build_app`` with
+    ``app_options``), which answers this process only: its token (``local_token``) is handed over in memory, in the
+    ``Shared`` yielded (with ``shared_options``). Without agentenv-server, ``AgentEnvError`` saying ``doing`` needs
+    it."""
     try:
         from agentenv_server import ServerThread, build_app
         from agentenv_server.runner import local_token
     except ImportError:
         raise AgentEnvError(
-            f"evaluating the bundle folder {config.target} serves it in this process, which needs "
-            "agentenv-server: pip install agentenv-server (or serve it with agentenv serve and "
-            "pass its URL)"
+            f"{doing} serves it in this process, which needs agentenv-server: pip install agentenv-server (or serve "
+            "it with agentenv serve and pass its URL)"
         ) from None
     token = local_token()
-    app = build_app(
-        folder,
-        token=token,
-        max_concurrent_envs=config.concurrency,
-        tool_timeout=config.tool_timeout,
-        reset_timeout=config.reset_timeout,
-        record=config.record,
-    )
-    server = ServerThread(app).start()
+    server = ServerThread(build_app(folder, token=token, **(app_options or {}))).start()
     try:
-        yield Shared(server.url, bearer=token, client="eval", **timeouts)
+        yield Shared(server.url, bearer=token, **shared_options)
     finally:
         server.stop()
 
