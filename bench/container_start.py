@@ -29,8 +29,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import httpx
-from agentenv.session import Session
-from agentenv.settings import Shared
+from agentenv.client.session import Session
+from agentenv.client.settings import Shared
 
 ROOT = Path(__file__).resolve().parent.parent
 BOX = ROOT / "tests" / "containers" / "bundles" / "box"

@@ -31,7 +31,7 @@ REPORTED = ("pydantic", "jsonschema", "yaml", "pluggy", "httpx", "openenv")
 STATEMENTS = {
     "import agentenv": ("import agentenv", None),
     "from agentenv import load_bundle": ("from agentenv import load_bundle", None),
-    "import agentenv.session": ("import agentenv.session", None),
+    "import agentenv.client.session": ("import agentenv.client.session", None),
     "agentenv.plugins.plugins() (entry points)": ("import agentenv.plugins as p; p.plugins()", 5),
 }
 

@@ -32,9 +32,9 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from agentenv.session import Session
-from agentenv.settings import Shared
-from agentenv.transport import Transport
+from agentenv.client.session import Session
+from agentenv.client.settings import Shared
+from agentenv.client.transport import Transport
 from agentenv.wire import PROTOCOL
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -310,7 +310,7 @@ def main() -> None:
             )
             tally, sampler, _ = measure(cmd, port, lambda url, t, b=bare: with_transport(url, args.baseline, args.ramp,
                                                                                           t, b))  # fmt: skip
-            rows[name] = report(f"{name}, agentenv.transport", args.baseline, tally, sampler)
+            rows[name] = report(f"{name}, agentenv.client.transport", args.baseline, tally, sampler)
 
     a, b = rows["agentenv"], rows["bare OpenEnv"]
     print(f"\nat {args.baseline} concurrent episodes, agentenv / bare OpenEnv (async no-op env), same client:")

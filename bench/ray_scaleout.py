@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 
 import httpx
-from agentenv.session import Session, Shared
+from agentenv.client.session import Session, Shared
 
 ROOT = Path(__file__).resolve().parent.parent
 BURN = ROOT / "bench" / "bundles" / "burn"

@@ -23,8 +23,8 @@ sys.path.insert(0, str(ROOT))
 
 
 def play(url: str, episodes: int, calls: int) -> tuple[list[float], list[float]]:
-    from agentenv.settings import Shared
-    from agentenv.sync import SyncSession
+    from agentenv.client.settings import Shared
+    from agentenv.client.sync import SyncSession
 
     session = SyncSession(Shared(url, client="bench"))
     per_episode, per_call = [], []

@@ -3,7 +3,7 @@
 In one process, rounds interleave three ways of running a no-op ``bash`` command (``true``), so load on the
 machine hits them alike:
 
-- ``bwrap``: the ``bash`` env as agentenv runs it (``agentenv.bash.BashEnv``): one bubblewrap sandbox per episode,
+- ``bwrap``: the ``bash`` env as agentenv runs it (``agentenv.engine.bash.BashEnv``): a bubblewrap sandbox per episode,
   a shell in it, each call a fork and exec inside;
 - ``none``: the same env with the ``none`` sandbox (the same shell, on the host);
 - ``spawn``: what a call cost before the sandbox, one owned process per call (``procs.spawn(["bash", "-c", ...])``).
@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 from agentenv import procs, sandbox
-from agentenv.bash import BashEnv
+from agentenv.engine.bash import BashEnv
 from agentenv.sandbox.bwrap import BwrapBackend
 from agentenv.sandbox.spawn import spawn
 from agentenv.specs import EnvSpec

@@ -27,8 +27,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from agentenv.session import Session
-from agentenv.settings import Shared
+from agentenv.client.session import Session
+from agentenv.client.settings import Shared
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from container_start import BASE, BOX, TASK, p99, serve

@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agentenv.client.settings import Shared
+from agentenv.client.sync import SyncSession
 from agentenv.faults import RULES
-from agentenv.settings import Shared
-from agentenv.sync import SyncSession
 
 from tests.conftest import FAKE, ServeProcess, with_ops
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from agentenv.scaffold import scaffold
+from agentenv.cli.scaffold import scaffold
 
 __all__ = ["Site"]
 

@@ -214,7 +214,7 @@ def hook_reference() -> str:
     out = [
         "# Plugin hooks",
         "",
-        "Every hook agentenv calls, generated from its hookspecs (`agentenv.hookspecs`) when the site is built.",
+        "Every hook agentenv calls, generated from its specs (`agentenv.plugins.hookspecs`) when the site is built.",
         "A plugin implements them as `@hookimpl` functions named after the hook, taking any of its",
         "parameters by name; [Writing a plugin](../plugins.md) shows a whole plugin package.",
         "",

@@ -25,7 +25,7 @@ HAND_WRITTEN_WITH_MARKERS = ("faults.md",)
 GENERATED = {
     "reference/bundle.md": (docgen.bundle_reference, "packages/agentenv-core/src/agentenv/specs.py"),
     "reference/cli.md": (docgen.cli_reference, "packages/agentenv-core/src/agentenv/cli.py"),
-    "reference/hooks.md": (docgen.hook_reference, "packages/agentenv-core/src/agentenv/hookspecs.py"),
+    "reference/hooks.md": (docgen.hook_reference, "packages/agentenv-core/src/agentenv/plugins/hookspecs.py"),
 }
 for path, (make, source) in GENERATED.items():
     with mkdocs_gen_files.open(path, "w") as f:

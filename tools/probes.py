@@ -12,7 +12,7 @@ from __future__ import annotations
 import importlib
 import sys
 
-from agentenv.internals import MissingInternal, probe
+from agentenv.plugins.internals import MissingInternal, probe
 
 # (integration record, internals) by where they are declared
 PROBES = [

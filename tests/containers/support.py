@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from agentenv.client.session import Session
+from agentenv.client.settings import Shared
 from agentenv.errors import EpisodeLost
-from agentenv.session import Session
-from agentenv.settings import Shared
 from agentenv.wire import EpisodeResult, ToolAnswer
 
 HERE = Path(__file__).resolve().parent

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 from agentenv import sandbox
-from agentenv.agentproc import AgentDirs, AgentProcess
-from agentenv.agents import Launch
+from agentenv.engine.agentproc import AgentDirs, AgentProcess
+from agentenv.engine.agents import Launch
 from agentenv.sandbox import Opening
 from agentenv.specs import SandboxSpec
 

@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from agentenv import load_bundle
-from agentenv.rollout import RolloutRecord
-from agentenv.settings import Shared
+from agentenv.client.rollout import RolloutRecord
+from agentenv.client.settings import Shared
 
 from tests.conftest import ServeProcess
 from tests.containers.support import BOX, of_process, probe, wait_until_none

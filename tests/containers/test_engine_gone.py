@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from agentenv.client.session import Session
+from agentenv.client.settings import Shared
 from agentenv.errors import EpisodeLost
-from agentenv.session import Session
-from agentenv.settings import Shared
 
 from tests.conftest import ServeProcess
 from tests.containers.support import BOX

@@ -5,9 +5,9 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from agentenv.rollout import RolloutRecord
-from agentenv.session import Session
-from agentenv.settings import Shared
+from agentenv.client.rollout import RolloutRecord
+from agentenv.client.session import Session
+from agentenv.client.settings import Shared
 
 from tests.conftest import ServeProcess
 from tests.containers.support import BOX, of_process, wait_until_none

@@ -22,10 +22,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from agentenv.client.rollout import RolloutRecord
+from agentenv.client.session import Session
+from agentenv.client.settings import Shared
 from agentenv.errors import EpisodeLost
-from agentenv.rollout import RolloutRecord
-from agentenv.session import Session
-from agentenv.settings import Shared
 from agentenv.wire import EpisodeResult
 
 from tests.conftest import FAKE, Ledger, ServeProcess, with_ops

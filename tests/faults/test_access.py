@@ -12,7 +12,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from agentenv.settings import Shared
+from agentenv.client.settings import Shared
 from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect
 

@@ -7,9 +7,9 @@ import asyncio
 import re
 from pathlib import Path
 
+from agentenv.client.session import Session
+from agentenv.client.settings import Shared
 from agentenv.errors import AtCapacity, EpisodeLost, ServerUnavailable
-from agentenv.session import Session
-from agentenv.settings import Shared
 
 from tests.conftest import Ledger, free_port
 from tests.faults.conftest import Matrix, play, run

@@ -12,9 +12,9 @@ import time
 from pathlib import Path
 
 import pytest
+from agentenv.client.session import Session
+from agentenv.client.settings import Shared
 from agentenv.errors import ServerUnavailable
-from agentenv.session import Session
-from agentenv.settings import Shared
 
 from tests.conftest import Ledger
 from tests.faults.conftest import Matrix, play, public_address, run

@@ -14,7 +14,7 @@ import struct
 import time
 
 import pytest
-from agentenv.settings import Shared
+from agentenv.client.settings import Shared
 
 from tests.faults.conftest import Matrix, play, run
 from tests.unit.server_helpers import half_open, reset_data

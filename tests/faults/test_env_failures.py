@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from agentenv.settings import Shared
+from agentenv.client.settings import Shared
 
 from tests.conftest import Ledger, running
 from tests.faults.conftest import Matrix, play, run

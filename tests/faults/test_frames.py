@@ -9,10 +9,10 @@ from pathlib import Path
 
 import httpx
 import pytest
+from agentenv.client.session import Session
+from agentenv.client.settings import Shared
+from agentenv.client.sync import SyncSession
 from agentenv.errors import Unauthorized
-from agentenv.session import Session
-from agentenv.settings import Shared
-from agentenv.sync import SyncSession
 from websockets.exceptions import ConnectionClosed
 
 from tests.conftest import Ledger

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agentenv.settings import Shared
+from agentenv.client.settings import Shared
 
 from tests.conftest import running
 from tests.faults.conftest import Matrix, play, run

@@ -15,8 +15,8 @@ import time
 from pathlib import Path
 
 import pytest
-from agentenv.session import Session
-from agentenv.settings import Shared
+from agentenv.client.session import Session
+from agentenv.client.settings import Shared
 
 from tests.conftest import FAKE, Ledger, alive, running
 from tests.faults.conftest import Matrix, left_after, marked, play, run
@@ -138,8 +138,8 @@ def test_a_killed_trainer_running_a_local_server_leaves_no_process_behind(
 AGENT_TRAINER = """
 import asyncio, sys
 from pathlib import Path
-from agentenv.agentproc import AgentDirs, AgentProcess
-from agentenv.agents import Launch
+from agentenv.engine.agentproc import AgentDirs, AgentProcess
+from agentenv.engine.agents import Launch
 
 async def main():
     root, mark = Path(sys.argv[1]), sys.argv[2]

@@ -7,7 +7,7 @@ import asyncio
 import time
 
 import pytest
-from agentenv.settings import Shared
+from agentenv.client.settings import Shared
 
 from tests.conftest import Ledger
 from tests.faults.conftest import Matrix, play, run

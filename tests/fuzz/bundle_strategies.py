@@ -34,7 +34,7 @@ class Calc(Env):
 def check(env, reply):
     return 1.0 if reply else 0.0
 '''
-# a subprocess env (agentenv.envkinds' JSON-lines protocol): one tool, listed when asked (agentenv asks at load)
+# a subprocess env (agentenv.engine.envkinds' JSON-lines protocol): one tool, listed when asked (agentenv asks at load)
 PROC_PROGRAM = """import json, sys
 for line in sys.stdin:
     request = json.loads(line)

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 from agentenv import load_bundle
-from agentenv.episode import Episode
+from agentenv.cli.qa import qa_bundle
+from agentenv.client.session import Session
+from agentenv.client.settings import Shared
+from agentenv.engine.episode import Episode
 from agentenv.errors import BundleError
-from agentenv.qa import qa_bundle
-from agentenv.session import Session
-from agentenv.settings import Shared
 from harbor.models.task.task import Task as HarborTask
 
 from tests.conftest import ServeProcess

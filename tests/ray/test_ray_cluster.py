@@ -18,9 +18,9 @@ from pathlib import Path
 
 import httpx
 import pytest
+from agentenv.client.session import Shared
+from agentenv.client.sync import SyncSession
 from agentenv.errors import EpisodeLost
-from agentenv.session import Shared
-from agentenv.sync import SyncSession
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import FAKE, Ledger, free_port

@@ -17,7 +17,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from agentenv.session import Session, Shared
+from agentenv.client.session import Session, Shared
 
 from tests.conftest import Ledger
 from tests.ray.conftest import RUN_VAR, TOKEN, TOKEN_VAR, RayServer, parent_of

@@ -13,9 +13,9 @@ import signal
 
 import httpx
 import pytest
+from agentenv.client.session import Session, Shared
+from agentenv.client.sync import SyncSession
 from agentenv.errors import AtCapacity, EpisodeLost
-from agentenv.session import Session, Shared
-from agentenv.sync import SyncSession
 from websockets.exceptions import InvalidStatus
 
 from tests.conftest import alive, running

@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from agentenv.client.taskapi import tasks_and_tools
 from agentenv.errors import AgentEnvError
-from agentenv.taskapi import tasks_and_tools
 from agentenv_trl import AgentEnv
 from agentenv_trl.demo import tool_methods
 from transformers.utils import get_json_schema

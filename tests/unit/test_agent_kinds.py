@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from agentenv import load_bundle
-from agentenv.agents import AgentRequest, Endpoint, Launch, McpServer
+from agentenv.engine.agents import AgentRequest, Endpoint, Launch, McpServer
 from agentenv.plugins import AgentKind, Plugins, hookimpl
 from agentenv.specs import AgentSpec
 

@@ -126,7 +126,7 @@ def test_a_verl_without_the_context_merge_helper_is_refused_naming_version_range
     done = load_loop(fake)
     assert done.returncode == 1
     last = done.stderr.strip().splitlines()[-1]
-    assert last.startswith("agentenv.internals.MissingInternal: agentenv-verl leans on verl internals")
+    assert last.startswith("agentenv.plugins.internals.MissingInternal: agentenv-verl leans on verl internals")
     assert "verl 0.9.7 lacks" in last and f"supports {verl_range}" in last
     assert "verl.experimental.agent_loop.agent_loop.AgentLoopBase.ct_merge_context_msg (not found)" in last
     assert "pip install 'agentenv-verl[verl]'" in last

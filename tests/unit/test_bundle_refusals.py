@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from agentenv import load_bundle
-from agentenv.envkinds import ENV_KINDS
+from agentenv.engine.envkinds import ENV_KINDS
 from agentenv.plugins import EnvKind, Plugins, hookimpl
 
 from tests.conftest import FAKE, INBOX

@@ -19,7 +19,7 @@ from pathlib import Path
 import httpx
 import pytest
 from agentenv import load_bundle
-from agentenv.scaffold import scaffold
+from agentenv.cli.scaffold import scaffold
 
 from tests.conftest import ROOT, free_port
 from tests.unit.once import once_per_run

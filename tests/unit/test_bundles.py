@@ -203,7 +203,7 @@ def test_a_bundle_loads_from_its_bundle_yaml_path_too():
 def test_toolset_keys_read_as_a_name_and_a_short_hash():
     import re
 
-    from agentenv.toolsets import key_name
+    from agentenv.bundle.toolsets import key_name
 
     inbox, fake = load_bundle(INBOX), load_bundle(FAKE)
     assert re.fullmatch(r"mail-without-delete_email-[0-9a-f]{8}", inbox.toolset_key(inbox.task("q-001")))

@@ -11,8 +11,8 @@ import time
 from pathlib import Path
 
 import pytest
-from agentenv.settings import Shared
-from agentenv.sync import SyncSession
+from agentenv.client.settings import Shared
+from agentenv.client.sync import SyncSession
 
 ENV = """
 import os, time, uuid

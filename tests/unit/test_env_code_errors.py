@@ -10,9 +10,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from agentenv.client.session import Session
+from agentenv.client.settings import Shared
 from agentenv.errors import EpisodeLost
-from agentenv.session import Session
-from agentenv.settings import Shared
 
 from tests.conftest import ROOT
 

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 from agentenv.cli import main
+from agentenv.client.settings import Shared
+from agentenv.client.sync import SyncSession
 from agentenv.errors import EpisodeLost
-from agentenv.settings import Shared
-from agentenv.sync import SyncSession
 
 from tests.conftest import FAKE
 

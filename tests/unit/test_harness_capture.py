@@ -11,8 +11,8 @@ from urllib.parse import urlparse
 
 import httpx
 import pytest
-from agentenv.agentproc import AgentDirs, AgentProcess
-from agentenv.agents import Launch
+from agentenv.engine.agentproc import AgentDirs, AgentProcess
+from agentenv.engine.agents import Launch
 from agentenv.sandbox import Opening
 from agentenv.wire import Tool
 from agentenv_harness.capture import CaptureProxy

@@ -10,8 +10,8 @@ import re
 from pathlib import Path
 
 import pytest
-from agentenv.hookspecs import SPEC_CLASSES
 from agentenv.plugins import Plugins
+from agentenv.plugins.hookspecs import SPEC_CLASSES
 
 TESTS = Path(__file__).resolve().parent.parent
 SPECS = {name: spec for spec in SPEC_CLASSES for name in vars(spec) if name.startswith("agentenv_")}

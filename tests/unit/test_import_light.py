@@ -40,7 +40,7 @@ def test_import_agentenv_loads_no_heavy_module_and_not_even_pydantic(bench):
 
 @pytest.mark.parametrize(
     "statement",
-    ["from agentenv import load_bundle, Episode", "import agentenv.session", "import agentenv.cli"],
+    ["from agentenv import load_bundle, Episode", "import agentenv.client.session", "import agentenv.cli"],
 )
 def test_the_core_api_loads_no_heavy_module(bench, statement):
     assert bench.modules_loaded(statement)["heavy"] == []

@@ -9,8 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from agentenv.session import Session
-from agentenv.settings import Shared
+from agentenv.client.session import Session
+from agentenv.client.settings import Shared
 
 AGENTENV = Path(sys.executable).with_name("agentenv")
 
@@ -61,7 +61,7 @@ def test_init_full_writes_a_bundle_that_serves_and_scores_its_references(tmp_pat
 
 
 def test_the_docs_show_the_bash_env_that_init_writes():
-    from agentenv import scaffold
+    from agentenv.cli import scaffold
 
     page = (Path(__file__).resolve().parents[2] / "docs" / "subprocess.md").read_text()
     assert f"```bash\n{scaffold._SHOUT_ENV}```\n" in page

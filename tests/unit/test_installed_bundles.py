@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 from agentenv import BundleError, find_bundle, load_bundle
+from agentenv.bundle.installed import installed_bundles
 from agentenv.cli import main
-from agentenv.installed import installed_bundles
-from agentenv.scaffold import scaffold
+from agentenv.cli.scaffold import scaffold
 
 from tests.installed_site import Site
 

@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agentenv.settings import Shared
-from agentenv.sync import SyncSession
+from agentenv.client.settings import Shared
+from agentenv.client.sync import SyncSession
 
 from tests.unit.openai_standin import Answer, Conversation, StandIn, reply
 

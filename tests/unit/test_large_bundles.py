@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 from agentenv import load_bundle
-from agentenv._yaml import load_yaml, read_yaml
+from agentenv.bundle.yaml_lines import load_yaml, read_yaml
 
 from tests.unit.core_helpers import only_problem, refused
 

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import httpx
+from agentenv.client.settings import Shared
+from agentenv.client.sync import SyncSession
 from agentenv.errors import EpisodeLost
-from agentenv.settings import Shared
-from agentenv.sync import SyncSession
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import FAKE

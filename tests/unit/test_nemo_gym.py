@@ -14,8 +14,8 @@ import json
 import typing
 
 from agentenv.cli import main as agentenv_main
-from agentenv.settings import Shared
-from agentenv.taskapi import read_tasks
+from agentenv.client.settings import Shared
+from agentenv.client.taskapi import read_tasks
 from agentenv_verl.nemo_gym import write_nemo_gym
 from openai.types.responses import EasyInputMessageParam, FunctionToolParam
 from openai.types.responses.response_create_params import ResponseCreateParamsNonStreaming

@@ -14,7 +14,7 @@ from pathlib import Path
 OWNER = textwrap.dedent(
     """
     import os, signal, sys, time
-    from agentenv import procs
+    from agentenv.sandbox import procs
     note = [sys.executable, "-c", "import sys; open(sys.argv[1], 'a').write(sys.argv[2] + chr(10))", sys.argv[1]]
     procs.at_owner_exit(note)
     procs.at_owner_exit(note)  # again: still once

@@ -158,10 +158,10 @@ def test_a_plugin_registering_a_built_in_name_is_left_out_and_the_built_in_stays
     loaded = only(left_out(Regex), Regex)
     assert loaded.problems[0].error == (
         "it registers a name already taken: the verifier kind 'regex' is registered by "
-        f"'agentenv.builtins' (agentenv-core {loaded.infos()[0].version})"
+        f"'agentenv.engine.builtins' (agentenv-core {loaded.infos()[0].version})"
     )
     assert loaded.problems[0].fix == "rename its verifier kind (a built-in name is never replaced)"
-    assert loaded.verifier_kinds()["regex"].build.__module__ == "agentenv.verifiers"
+    assert loaded.verifier_kinds()["regex"].build.__module__ == "agentenv.engine.verifiers"
 
 
 def test_a_registration_hook_that_raises_leaves_its_plugin_out_and_the_others_records_stay():
@@ -246,6 +246,6 @@ def test_a_plugin_left_out_late_loses_what_it_registered_for_hooks_called_before
 
     loaded = Plugins(entry_points=False, extra=[("greedy", Greedy)])
     assert "greedy" in loaded.reward_rules()
-    assert loaded.verifier_kinds()["exact"].build.__module__ == "agentenv.verifiers"
+    assert loaded.verifier_kinds()["exact"].build.__module__ == "agentenv.engine.verifiers"
     assert [p.plugin for p in loaded.problems] == ["greedy"]
     assert "greedy" not in loaded.reward_rules()  # left out whole

@@ -48,7 +48,7 @@ BROKEN = {
     "bad-hookname": "its hookimpl 'agentevn_env_kinds' implements no agentenv hook "
     "(did you mean 'agentenv_env_kinds'?); rename it",
     "bad-unmarked": "'agentenv_verifier_kind' is no agentenv hook (did you mean 'agentenv_verifier_kinds'?); rename it",
-    "bad-builtin-name": f"the env kind 'python' is registered by 'agentenv.builtins' (agentenv-core {CORE}); "
+    "bad-builtin-name": f"the env kind 'python' is registered by 'agentenv.engine.builtins' (agentenv-core {CORE}); "
     "rename its env kind (a built-in name is never replaced)",
     "bad-raises": "its agentenv_reward_rules raised RuntimeError: no rules today",
     "kv-imposter": f"the verifier kind 'kv-has' is registered by 'kv' (agentenv-kv {KV_VERSION}); "
@@ -132,7 +132,7 @@ def test_the_example_plugin_is_listed_with_its_hooks_and_the_wrappers_as_wrapper
         "cli_commands, env_kinds, episode_finished, episode_started, reward_rules, toolset, verifier_kinds",
     ]
     assert rows["wrappers"].split(None, 3)[3] == "env_kinds (wrapper), episode_finished (wrapper), toolset (wrapper)"
-    assert {"agentenv.builtins", "agentenv.commands", "server"} <= set(rows)
+    assert {"agentenv.engine.builtins", "agentenv.cli.commands", "server"} <= set(rows)
     assert not set(BROKEN) & set(rows)
 
 
@@ -215,9 +215,9 @@ def test_a_problem_an_env_kind_finds_is_said_at_the_sub_fields_line(venv, tmp_pa
 
 
 def test_the_example_bundle_is_served_by_agentenv_serve_and_played_and_probed_through_the_session_layer(venv):
-    from agentenv.settings import Shared
-    from agentenv.sync import SyncSession
-    from agentenv.taskapi import tasks_and_tools
+    from agentenv.client.settings import Shared
+    from agentenv.client.sync import SyncSession
+    from agentenv.client.taskapi import tasks_and_tools
 
     port = free_port()
     command = [str(venv.path / "bin" / "agentenv"), "serve", str(BUNDLE), "--port", str(port), "--log-level", "warning"]

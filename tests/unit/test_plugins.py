@@ -11,7 +11,7 @@ from importlib.metadata import version
 
 import pytest
 from agentenv import load_bundle
-from agentenv.commands import _check
+from agentenv.cli.commands import _check
 from agentenv.errors import PluginError
 from agentenv.plugins import EnvKind, Plugins, Problem, RewardRule, VerifierKind, hookimpl
 
@@ -51,11 +51,11 @@ def test_entry_point_plugins_are_loaded_with_their_distribution_version_and_hook
 def test_the_core_registers_its_built_ins_and_its_commands_first_as_two_plugins():
     infos = Plugins().infos()
     assert [(i.name, i.distribution) for i in infos[:2]] == [
-        ("agentenv.builtins", "agentenv-core"),
-        ("agentenv.commands", "agentenv-core"),
+        ("agentenv.cli.commands", "agentenv-core"),
+        ("agentenv.engine.builtins", "agentenv-core"),
     ]
-    assert infos[1].hooks == ("agentenv_cli_commands",)
-    assert "agentenv_cli_commands" not in infos[0].hooks  # the registries never import the CLI
+    assert infos[0].hooks == ("agentenv_cli_commands",)
+    assert "agentenv_cli_commands" not in infos[1].hooks  # the registries never import the CLI
 
 
 def test_a_registration_hook_is_called_when_its_records_are_first_needed():
@@ -77,7 +77,7 @@ def test_a_registration_hook_is_called_when_its_records_are_first_needed():
 
 def test_plugins_can_be_left_out_of_a_plugin_set():
     loaded = Plugins(entry_points=False)
-    assert [i.name for i in loaded.infos()] == ["agentenv.builtins", "agentenv.commands"]
+    assert [i.name for i in loaded.infos()] == ["agentenv.cli.commands", "agentenv.engine.builtins"]
     assert "short" not in loaded.verifier_kinds()
     assert loaded.problems == []
 

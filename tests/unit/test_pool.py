@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
-from agentenv.pool import pooled
-from agentenv.settings import Shared
+from agentenv.client.pool import pooled
+from agentenv.client.settings import Shared
 
 from tests.conftest import FAKE
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 from agentenv import load_bundle
-from agentenv.agentproc import AgentDirs, AgentProcess
-from agentenv.agents import Launch
+from agentenv.engine.agentproc import AgentDirs, AgentProcess
+from agentenv.engine.agents import Launch
 
 from tests.conftest import FAKE
 from tests.unit.core_helpers import copy_bundle, line_of, only_problem, patch, play, refused

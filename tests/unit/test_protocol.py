@@ -8,11 +8,11 @@ import asyncio
 from typing import Any
 
 import pytest
+from agentenv.client.session import Session
+from agentenv.client.settings import Shared
+from agentenv.client.taskapi import probe
+from agentenv.client.transport import ErrorFrame, Transport
 from agentenv.errors import ProtocolError, ProtocolMismatch
-from agentenv.session import Session
-from agentenv.settings import Shared
-from agentenv.taskapi import probe
-from agentenv.transport import ErrorFrame, Transport
 from agentenv.wire import PROTOCOL
 from agentenv_server import ServerThread, import_openenv
 

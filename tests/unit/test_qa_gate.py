@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from agentenv import load_bundle
 from agentenv.cli import main
-from agentenv.qa import run_qa
+from agentenv.cli.qa import run_qa
 
 from tests.conftest import ARITH, INBOX, ROOT
 

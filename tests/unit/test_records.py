@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 from agentenv import record
+from agentenv.client.settings import Shared
+from agentenv.client.sync import SyncSession
 from agentenv.errors import EpisodeLost, RolloutFailed
 from agentenv.record import Recorder
-from agentenv.settings import Shared
-from agentenv.sync import SyncSession
 
 HOSTILE = "<script>document.title='pwned'</script>\x1b[31m"
 
@@ -93,7 +93,7 @@ def run_attempts(rollout) -> None:
 
 
 def test_probes_and_checks_are_not_recorded(serve_process, tmp_path):
-    from agentenv.taskapi import tasks_and_tools
+    from agentenv.client.taskapi import tasks_and_tools
 
     folder = tmp_path / "records"
     server = serve_process(record_bundle(tmp_path), "--record", str(folder))

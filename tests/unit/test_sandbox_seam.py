@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from agentenv import sandbox
 from agentenv.plugins import Plugins, hookimpl, reset_plugins
-from agentenv.records import Sandbox
+from agentenv.plugins.records import Sandbox
 from agentenv.sandbox import Prepared, Program, SandboxUnavailable
 
 from tests.conftest import FAKE
@@ -52,7 +52,7 @@ class Backends:
 @pytest.fixture
 def loaded(monkeypatch: pytest.MonkeyPatch) -> Iterator[Plugins]:
     """The process's plugins with ``Backends`` added, and no sandbox chosen; both undone after."""
-    from agentenv import plugins as module
+    from agentenv.plugins import manager as module
 
     loaded = Plugins(entry_points=False, extra=[("backends", Backends())])
     monkeypatch.setattr(module, "_loaded", [loaded])

@@ -11,10 +11,10 @@ import time
 
 import httpx
 import pytest
+from agentenv.client.session import Session, Shared
+from agentenv.client.sync import SyncSession
+from agentenv.client.taskapi import probe, read_tasks, tasks_and_tools
 from agentenv.errors import AgentEnvError, AtCapacity, ServerUnavailable, Unauthorized, UnknownSplit, UnknownTask
-from agentenv.session import Session, Shared
-from agentenv.sync import SyncSession
-from agentenv.taskapi import probe, read_tasks, tasks_and_tools
 from agentenv.wire import PROTOCOL
 from agentenv_server import build_app
 from websockets.exceptions import InvalidStatus

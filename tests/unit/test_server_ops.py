@@ -10,10 +10,10 @@ import time
 
 import httpx
 import pytest
+from agentenv.client.settings import Shared
+from agentenv.client.sync import SyncSession
+from agentenv.client.taskapi import read_tasks
 from agentenv.errors import ServerUnavailable
-from agentenv.settings import Shared
-from agentenv.sync import SyncSession
-from agentenv.taskapi import read_tasks
 from agentenv_server import ServerThread, build_app
 from agentenv_server.runner import redact_token
 

@@ -62,11 +62,20 @@ def test_agentenv_verl_without_extras_installs_no_server_stack(tmp_path_factory)
     _check(verl.run(verl.python, "-c", "import agentenv_verl.writer"), "importing the verl writer")
 
 
-@pytest.mark.parametrize("module", ["agentenv.session", "agentenv.rollout", "agentenv.sync", "agentenv.taskapi"])
+@pytest.mark.parametrize(
+    "module", ["agentenv.client.session", "agentenv.client.rollout", "agentenv.client.sync", "agentenv.client.taskapi"]
+)
 def test_the_client_modules_import_nothing_of_the_engine(module):
     code = f"import json, sys, {module}; print(json.dumps(sorted(sys.modules)))"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     _check(done, f"importing {module}")
     loaded = set(json.loads(done.stdout))
-    assert loaded & {"agentenv.bundle", "agentenv.episode", "agentenv.verifiers", "agentenv.plugins"} == set()
+    engine = {
+        "agentenv.bundle",
+        "agentenv.engine",
+        "agentenv.engine.episode",
+        "agentenv.engine.verifiers",
+        "agentenv.plugins",
+    }
+    assert loaded & engine == set()
     assert not any(m.startswith("openenv") for m in loaded)

@@ -1,5 +1,5 @@
-from agentenv.settings import Shared
-from agentenv.taskapi import probe
+from agentenv.client.settings import Shared
+from agentenv.client.taskapi import probe
 
 
 def test_serve_process_answers_probe(serve_process):

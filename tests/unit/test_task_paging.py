@@ -15,8 +15,8 @@ import httpx
 import pyarrow.parquet as pq
 import pytest
 from agentenv import load_bundle
-from agentenv.settings import Shared
-from agentenv.taskapi import iter_tasks, read_tasks
+from agentenv.client.settings import Shared
+from agentenv.client.taskapi import iter_tasks, read_tasks
 from agentenv_server import ServerThread, build_app
 from agentenv_verl.writer import write
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 from agentenv import load_bundle
+from agentenv.engine.verifiers import Check
 from agentenv.plugins import Plugins
-from agentenv.verifiers import Check
 
 from tests.conftest import FAKE
 from tests.unit.core_helpers import copy_bundle, play
@@ -20,7 +20,7 @@ async def said_ok(env, reply):
 
 
 def is_subprocess_env(env, reply):  # a sync check sees the env it names (isinstance holds through the proxy)
-    from agentenv.envkinds import SubprocessEnv
+    from agentenv.engine.envkinds import SubprocessEnv
 
     return isinstance(env, SubprocessEnv)
 

@@ -12,10 +12,10 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 from agentenv.cli import main as agentenv_main
+from agentenv.client.settings import Shared
+from agentenv.client.taskapi import read_tasks
 from agentenv.errors import Unauthorized
 from agentenv.plugins import plugins
-from agentenv.settings import Shared
-from agentenv.taskapi import read_tasks
 from agentenv_verl import SUPPORTED
 from agentenv_verl.cli import main
 from agentenv_verl.writer import arrow_schema, write

@@ -150,7 +150,7 @@ def test_agentenv_plugins_in_the_venv_lists_every_package(installed):
     table = lines[2 : lines.index("")] if "" in lines else lines[2:]
     plugins = {line.split()[0]: line.split()[1:3] for line in table}
     expected = {name.removeprefix("agentenv-"): name for name in PACKAGES if name != "agentenv-core"}
-    expected |= {"agentenv.builtins": "agentenv-core", "agentenv.commands": "agentenv-core"}
+    expected |= {"agentenv.engine.builtins": "agentenv-core", "agentenv.cli.commands": "agentenv-core"}
     assert set(plugins) == set(expected)  # no test plugin: it is not part of the release
     for plugin, distribution in expected.items():
         assert plugins[plugin] == [distribution, _version(distribution)]

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from agentenv.client.settings import Shared
+from agentenv.client.sync import SyncSession
 from agentenv.errors import EpisodeLost
-from agentenv.settings import Shared
-from agentenv.sync import SyncSession
 
 HOSTILE = '<script>window.pwned = 1</script><img src=x onerror="window.pwned = 2">\x1b[2J'
 

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .lazy import lazy_exports
+from agentenv import _moved
+from agentenv.lazy import lazy_exports
 
 __version__ = "0.2.0"
 
 _EXPORTS = {
     "load_bundle": "bundle",
-    "find_bundle": "installed",
+    "find_bundle": "bundle",
     "Bundle": "bundle",
     "EnvSpec": "bundle",
     "Task": "bundle",
@@ -25,15 +26,15 @@ _EXPORTS = {
     "Env": "env",
     "Tool": "env",
     "tool": "env",
-    "Episode": "episode",
+    "Episode": "engine.episode",
     "EpisodeResult": "wire",
     "Failure": "wire",
-    "Step": "episode",
-    "Session": "session",
-    "Shared": "settings",
-    "Rollout": "rollout",
-    "Check": "verifiers",
-    "hookimpl": "hookspecs",
+    "Step": "engine.episode",
+    "Session": "client.session",
+    "Shared": "client.settings",
+    "Rollout": "client.rollout",
+    "Check": "engine.verifiers",
+    "hookimpl": "plugins.hookspecs",
     "plugins": "plugins",
     "AgentEnvError": "errors",
     "BundleError": "errors",
@@ -75,18 +76,27 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from .bundle import Bundle, EnvSpec, Task, Toolset, Turn, load_bundle
-    from .env import Env, Tool, tool
-    from .episode import Episode, Step
-    from .errors import AgentEnvError, BundleError, EnvCrashed, EpisodeFailed, EpisodeLost, RolloutFailed, ToolError
-    from .hookspecs import hookimpl
-    from .installed import find_bundle
-    from .plugins import plugins
-    from .rollout import Rollout
-    from .session import Session
-    from .settings import Shared
-    from .verifiers import Check
-    from .wire import EpisodeResult, Failure
+    from agentenv.bundle import Bundle, EnvSpec, Task, Toolset, Turn, load_bundle
+    from agentenv.bundle.installed import find_bundle
+    from agentenv.client.rollout import Rollout
+    from agentenv.client.session import Session
+    from agentenv.client.settings import Shared
+    from agentenv.engine.episode import Episode, Step
+    from agentenv.engine.verifiers import Check
+    from agentenv.env import Env, Tool, tool
+    from agentenv.errors import (
+        AgentEnvError,
+        BundleError,
+        EnvCrashed,
+        EpisodeFailed,
+        EpisodeLost,
+        RolloutFailed,
+        ToolError,
+    )
+    from agentenv.plugins import plugins
+    from agentenv.plugins.hookspecs import hookimpl
+    from agentenv.wire import EpisodeResult, Failure
 
 
+_moved.install()
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())

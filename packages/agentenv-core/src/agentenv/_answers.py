@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-from .faults import Fault, fault_of
+from agentenv.faults import Fault, fault_of
 
 __all__ = ["EpisodeResult", "Failure", "Outcome", "Seconds", "Started", "Tool", "ToolAnswer", "TurnAnswer"]
 
@@ -59,7 +59,7 @@ class Failure:
     @property
     def replayable(self) -> bool:
         """Whether a new episode may go well (the fault table's ``replay``)."""
-        from .faults import rule
+        from agentenv.faults import rule
 
         return rule(self.kind).replay and self.fault != Fault.POLICY
 

@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
-from .wire import Tool
+from agentenv.wire import Tool
 
 __all__ = ["Env", "Tool", "render_result", "tool"]
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .wire import EpisodeResult, Failure
+    from agentenv.wire import EpisodeResult, Failure
 
 __all__ = [
     "AgentEnvError",

@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, BinaryIO, Final
 
-from .errors import AgentEnvError
+from agentenv.errors import AgentEnvError
 
 __all__ = [
     "MANIFEST",

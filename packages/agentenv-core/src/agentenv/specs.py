@@ -91,7 +91,7 @@ class SandboxSpec(_Model):
 
     def limits(self) -> Any:
         """These limits as an ``agentenv.sandbox.Limits``."""
-        from .sandbox.backend import Limits
+        from agentenv.sandboxing import Limits
 
         return Limits(**self.model_dump(exclude={"files", "write", "network"}))
 

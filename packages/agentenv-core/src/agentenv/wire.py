@@ -21,9 +21,10 @@ from typing import Any, Final, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ._answers import EpisodeResult, Failure, Outcome, Seconds, Started, Tool, ToolAnswer, TurnAnswer
+from agentenv._answers import EpisodeResult, Failure, Outcome, Seconds, Started, Tool, ToolAnswer, TurnAnswer
 
 __all__ = [
+    "MAX_FRAME",
     "PROTOCOL",
     "STRICT_VAR",
     "Action",
@@ -54,6 +55,7 @@ __all__ = [
 ]
 
 log = logging.getLogger("agentenv.wire")
+MAX_FRAME: Final = 64 * 1024 * 1024  # what a client reads: answers (tool output, a task's tools) may be large
 
 PROTOCOL: Final = 2
 STRICT_VAR: Final = "AGENTENV_STRICT_WIRE"

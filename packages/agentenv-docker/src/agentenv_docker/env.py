@@ -20,9 +20,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final
 
-from agentenv import procs
-from agentenv.envkinds import SubprocessEnv
+from agentenv.engine.envkinds import SubprocessEnv
 from agentenv.errors import EnvCrashed, ToolError
+from agentenv.sandbox import procs
 from agentenv.specs import EnvSpec
 
 from . import engine, owners

@@ -21,13 +21,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final
 
-from agentenv import procs
-from agentenv.bash import BASH
+from agentenv.engine.bash import BASH
+from agentenv.engine.verifiers import Check
 from agentenv.env import Tool
 from agentenv.errors import EnvCrashed, ToolError
 from agentenv.plugins import EnvKind, Problem, VerifierKind
+from agentenv.sandbox import procs
 from agentenv.specs import BASH_TOOL, EnvSpec
-from agentenv.verifiers import Check
 
 from . import engine, owners
 

@@ -30,9 +30,9 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Final
 
+from agentenv.bundle.tasksources import RawTask
 from agentenv.errors import BundleProblem
 from agentenv.specs import BASH_TOOL, BUNDLE_FILE
-from agentenv.tasksources import RawTask
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 

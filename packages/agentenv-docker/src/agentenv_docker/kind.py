@@ -7,8 +7,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Final
 
+from agentenv.engine.envkinds import list_tools
 from agentenv.env import Tool
-from agentenv.envkinds import list_tools
 from agentenv.plugins import EnvKind, Problem
 from agentenv.specs import EnvSpec
 

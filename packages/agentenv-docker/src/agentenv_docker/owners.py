@@ -2,11 +2,11 @@
 
 A killed ``docker run`` client does not stop its container: the engine runs it, not the process that asked.
 So every container agentenv starts (and its network and workdir volume) carries labels naming its owner
-process: its tag (``agentenv.procs.owner_tag``), its host, boot, pid and start time. Three things remove them:
+process: its tag (``agentenv.sandbox.procs.owner_tag``), its host, boot, pid and start time. Three things remove them:
 
 - the env's teardown removes its own container, network and volume;
 - the owner's reaper runs ``python -m agentenv_docker.owners TAG`` once the owner is gone, however it died
-  (``agentenv.procs.at_owner_exit``): everything labelled with its tag goes;
+  (``agentenv.sandbox.procs.at_owner_exit``): everything labelled with its tag goes;
 - the first container env a process checks removes what owners on this host that no longer run left behind
   (a reaper that was itself killed, a machine that lost power).
 """
@@ -51,7 +51,7 @@ def _boot() -> str:
 
 def owner_labels() -> dict[str, str]:
     """The labels naming this process as the owner (its tag, host, boot, pid and start time)."""
-    from agentenv import procs
+    from agentenv.sandbox import procs
 
     pid = os.getpid()
     return {

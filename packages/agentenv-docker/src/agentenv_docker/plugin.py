@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from agentenv.plugins import CliCommand, EnvKind, TaskSource, VerifierKind, hookimpl
-from agentenv.records import Sandbox
+from agentenv.plugins.records import Sandbox
 
 __all__ = [
     "agentenv_cli_commands",

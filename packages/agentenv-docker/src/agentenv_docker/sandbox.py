@@ -28,8 +28,7 @@ import uuid
 from pathlib import Path
 from typing import Final
 
-from agentenv import procs
-from agentenv.sandbox import Prepared, Program, SandboxUnavailable, signal_breach
+from agentenv.sandbox import Prepared, Program, SandboxUnavailable, procs, signal_breach
 
 from . import engine, owners
 

@@ -3,7 +3,7 @@
 ``OPENENV_INTERNALS``: OpenEnv's capture proxy (``agentenv_harness.capture``) and harness session types
 (``agentenv_harness.factory``). ``TRL_INTERNALS``: TRL's harness rollout worker, which builds the factory;
 probed only in a process that has imported TRL (any other OpenEnv consumer may use the factory without it).
-``agentenv.internals.probe`` refuses, naming the version installed, the supported range and the missing name.
+``agentenv.plugins.internals.probe`` refuses, naming the version installed, the supported range and the missing name.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 from typing import Final
 
-from agentenv.internals import Internal, probe
+from agentenv.plugins.internals import Internal, probe
 
 from ._version import OPENENV, TRL
 

@@ -87,7 +87,7 @@ async def _run(
     bundle: Any, task: Any, args: argparse.Namespace, key: str | None, recorder: Any = None
 ) -> tuple[Any, Any]:
     import httpx
-    from agentenv.agents import Endpoint
+    from agentenv.engine.agents import Endpoint
 
     from .capture import CaptureProxy, require_tokens
     from .episodes import LocalEpisode
@@ -145,7 +145,7 @@ async def _run(
 
 
 def _print(report: Any, captured: Any, args: argparse.Namespace) -> None:
-    from agentenv.cli import table
+    from agentenv.text import table
 
     result = report.result
     rows = [

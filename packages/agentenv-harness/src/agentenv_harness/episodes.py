@@ -8,10 +8,10 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from agentenv.bundle import Bundle, Task
-from agentenv.episode import Episode, Step
+from agentenv.client.settings import Shared
+from agentenv.engine.episode import Episode, Step
 from agentenv.errors import EpisodeLost
 from agentenv.record import Recorder
-from agentenv.settings import Shared
 from agentenv.wire import Attempt, EpisodeResult, Tool
 
 __all__ = ["EpisodeHandle", "LocalEpisode", "RemoteEpisode"]
@@ -102,7 +102,7 @@ class RemoteEpisode:
     """
 
     def __init__(self, shared: Shared, task_id: str) -> None:
-        from agentenv.session import Session
+        from agentenv.client.session import Session
 
         self.session = Session(shared)
         self.rollout = self.session.rollout(task_id)

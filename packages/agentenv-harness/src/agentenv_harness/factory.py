@@ -23,8 +23,8 @@ import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agentenv.agents import Endpoint
 from agentenv.bundle import Bundle, Task
+from agentenv.engine.agents import Endpoint
 from agentenv.errors import AgentEnvError, EpisodeLost
 from agentenv.wire import Failure
 
@@ -160,7 +160,7 @@ class AgentEnvSessionFactory(ResourceSessionFactory["AgentEnvSession"]):
                 deploy_timeout=self.deploy_timeout,
                 episode_id=episode_id,
             )
-        from agentenv.settings import Shared
+        from agentenv.client.settings import Shared
 
         shared = Shared(
             self.env_url,

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from agentenv import sandbox
-from agentenv.agents import AgentRequest, Launch, agent_environment
+from agentenv.engine.agents import AgentRequest, Launch, agent_environment
 from agentenv.plugins import AgentKind
 from agentenv.specs import AgentSpec
 

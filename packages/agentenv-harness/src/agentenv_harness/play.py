@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agentenv.agentproc import AgentDirs, AgentExit, AgentProcess, openings_for
-from agentenv.agents import AgentRequest, Endpoint, McpServer
 from agentenv.bundle import Bundle, Task
+from agentenv.engine.agentproc import AgentDirs, AgentExit, AgentProcess, openings_for
+from agentenv.engine.agents import AgentRequest, Endpoint, McpServer
 from agentenv.errors import AgentEnvError, EpisodeLost
 from agentenv.plugins import AgentKind
 from agentenv.sandbox import SandboxUnavailable

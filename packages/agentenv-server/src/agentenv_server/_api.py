@@ -1,7 +1,7 @@
 """The OpenEnv internals agentenv-server leans on, named once and probed when ``agentenv_server.app`` loads.
 
 The server is OpenEnv's ``HTTPEnvServer`` with one private method extended (``_create_session``, for a
-capacity error that names the fix) and its routes filtered by path. ``agentenv.internals.probe``
+capacity error that names the fix) and its routes filtered by path. ``agentenv.plugins.internals.probe``
 refuses, naming the OpenEnv version installed, the range agentenv-server supports and the missing name.
 """
 
@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Final
 
-from agentenv.internals import Internal, probe
 from agentenv.plugins import Integration
+from agentenv.plugins.internals import Internal, probe
 
 __all__ = ["OPENENV", "OPENENV_INTERNALS", "check_internals"]
 

@@ -9,7 +9,7 @@ import asyncio
 import logging
 from typing import Any
 
-from agentenv import procs
+from agentenv.sandbox import procs
 from ray import serve
 from ray.serve.request_router import FIFOMixin, PendingRequest, RequestRouter, RunningReplica
 

@@ -1,6 +1,6 @@
 """Deploy ahead (``build_app(warm=N)``, ``agentenv serve --warm N``): deployed, never-played envs kept ready.
 
-For each toolset of the bundle the server keeps up to ``N`` deployments (``agentenv.deployment``) deployed before
+For each toolset of the bundle the server keeps up to ``N`` deployments (``agentenv.engine.deployment``) deployed before
 any rollout asks, so a rollout's start takes one and its first tool call waits only for the task's setup step,
 not for the deploy. ``N`` is fixed per toolset (not sized from demand: a trainer's demand is its batch, which the
 person starting the server knows). What is kept ready:
@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentenv.bundle import Bundle, Task
-from agentenv.deployment import Deployment, deploy_failure
-from agentenv.threads import ToolThreads
+from agentenv.engine.deployment import Deployment, deploy_failure
+from agentenv.engine.threads import ToolThreads
 
 __all__ = ["Ahead"]
 

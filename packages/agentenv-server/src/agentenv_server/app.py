@@ -23,10 +23,10 @@ import_openenv()  # before any openenv import: keeps OpenEnv's Gradio UI out of 
 
 from agentenv import wire
 from agentenv.bundle import Bundle, load_bundle
-from agentenv.episode import RewardArg
+from agentenv.engine.episode import RewardArg
+from agentenv.engine.threads import ToolThreads, pool_size
 from agentenv.errors import AgentEnvError
 from agentenv.record import DEFAULT_MAX_BYTES, Recorder
-from agentenv.threads import ToolThreads, pool_size
 from fastapi import FastAPI, Response
 from openenv.core.env_server.exceptions import SessionCapacityError
 from openenv.core.env_server.http_server import HTTPEnvServer

@@ -80,7 +80,7 @@ def sandbox_note(bundle: Any, name: str | None) -> str:
 
 def run(args: argparse.Namespace) -> int:
     """Serve until SIGTERM or Ctrl-C; every running episode is torn down before exit."""
-    from agentenv import procs
+    from agentenv.sandbox import procs
 
     from .app import build_app
     from .runner import Server, uvicorn_config

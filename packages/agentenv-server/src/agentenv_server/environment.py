@@ -21,9 +21,9 @@ import_openenv()  # before any openenv import: keeps OpenEnv's Gradio UI out of 
 
 from agentenv import wire
 from agentenv.bundle import Bundle, Task
-from agentenv.episode import Episode, RewardArg, Step
+from agentenv.engine.episode import Episode, RewardArg, Step
+from agentenv.engine.threads import ToolThreads
 from agentenv.record import Recorder
-from agentenv.threads import ToolThreads
 from agentenv.wire import Code, Event, Op, Problem, TaskRow, ToolsetInfo
 from openenv.core.env_server.interfaces import Environment
 from openenv.core.env_server.types import Action, EnvironmentMetadata, Observation, State
@@ -209,7 +209,7 @@ class BundleEnvironment(Environment[EpisodeAction, EpisodeObservation, State]):
                 return _error(
                     Code.UNKNOWN_TASK,
                     f"bundle {bundle.name!r} has no task {task_id!r}; read the task ids "
-                    "from the Task API (agentenv.taskapi.read_tasks)",
+                    "from the Task API (agentenv.client.taskapi.read_tasks)",
                 )
         if split is None or index is None:
             return _error(Code.BAD_RESET, "reset needs task_id, or split and index")

@@ -1,6 +1,6 @@
 """File descriptors as capacity: the limit raised at start, the sessions sized to it, and a check per new session.
 
-A session holds its socket, plus four descriptors per subprocess env it runs (``agentenv.procs``) and
+A session holds its socket, plus four descriptors per subprocess env it runs (``agentenv.sandbox.procs``) and
 a few while a bash call runs. ``build_app`` raises the soft ``RLIMIT_NOFILE`` to the hard limit, and serves
 no more sessions than the limit leaves room for (saying so). Each new session is checked against the
 descriptors open right now (an env may open files of its own): past the room left, it is refused with
@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass, field
 
 from agentenv.bundle import Bundle
-from agentenv.procs import FDS_PER_CHILD
+from agentenv.sandbox.procs import FDS_PER_CHILD
 
 __all__ = ["FdBudget", "QuietAcceptErrors", "fds_per_session", "open_fds", "raise_fd_limit"]
 

@@ -24,7 +24,7 @@ import hmac
 from typing import Any
 
 from agentenv.bundle import Bundle, Task
-from agentenv.episode import Episode, Step
+from agentenv.engine.episode import Episode, Step
 from agentenv.errors import AgentEnvError
 
 __all__ = ["ORS_EXTRA", "ors_app", "run_ors"]
@@ -232,8 +232,8 @@ def run_ors(args: Any, token: str | None) -> int:
     import sys
 
     import uvicorn
-    from agentenv import procs
     from agentenv.bundle import load_bundle
+    from agentenv.sandbox import procs
 
     from .cli import _listen, _refuse_passing_the_token, sandbox_note
 

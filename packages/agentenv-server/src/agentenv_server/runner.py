@@ -16,8 +16,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import uvicorn
-from agentenv import procs
-from agentenv.settings import is_loopback
+from agentenv.client.settings import is_loopback
+from agentenv.sandbox import procs
 
 from .app import MIN_FRAME_BYTES, close_sessions
 from .connections import DEFAULT_HEADER_TIMEOUT, MAX_HEAD_BYTES, gated_protocol

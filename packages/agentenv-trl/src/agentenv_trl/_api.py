@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 from typing import Final
 
-from agentenv.internals import Internal, probe
+from agentenv.plugins.internals import Internal, probe
 
 from ._version import INTEGRATION
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agentenv.episode import EpisodeResult
+from agentenv.engine.episode import EpisodeResult
 from agentenv.evaluate import Summary, summarize_results
 from agentenv.files import write_file
 
@@ -107,7 +107,7 @@ class DemoReport:
 
     def table(self) -> str:
         """The reward table the demo prints."""
-        from agentenv.cli import table
+        from agentenv.text import table
 
         steps = [
             (s.step, s.episodes, s.scored, s.failed, _fmt(s.reward), _fmt(s.trl_reward), _fmt(s.tool_calls))

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from agentenv.episode import EpisodeResult
+from agentenv.engine.episode import EpisodeResult
 
 from .demo_progress import Progress
 from .demo_report import tally

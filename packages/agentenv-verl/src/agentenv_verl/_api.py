@@ -2,7 +2,7 @@
 
 ``AGENT_LOOP`` is what ``AgentEnvAgentLoop`` (``agentenv_verl.loop``) uses of verl's ``ToolAgentLoop``,
 ``SINGLE_TURN_LOOP`` what ``AgentEnvSingleTurnLoop`` (``agentenv_verl.single_turn``) uses of its
-``SingleTurnAgentLoop``. ``agentenv.internals.probe`` checks each against the installed verl and refuses,
+``SingleTurnAgentLoop``. ``agentenv.plugins.internals.probe`` checks each against the installed verl and refuses,
 naming the verl version, the supported range and the missing name, before verl builds a loop (verl
 0.9.0, say, calls ``ct_merge_context_msg`` ``ct_merge_non_assistant_msg``).
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from agentenv.internals import Internal, probe
+from agentenv.plugins.internals import Internal, probe
 
 from ._version import INTEGRATION
 

@@ -10,12 +10,12 @@ import functools
 import logging
 from typing import Any
 
+from agentenv.client.pool import pooled
+from agentenv.client.rollout import Rollout
+from agentenv.client.session import Session, Started
+from agentenv.client.settings import Shared
 from agentenv.errors import RolloutFailed as RolloutLost
 from agentenv.logs import warn_once
-from agentenv.pool import pooled
-from agentenv.rollout import Rollout
-from agentenv.session import Session, Started
-from agentenv.settings import Shared
 from agentenv.wire import EpisodeResult, Tool
 
 from ._api import check_agent_loop

@@ -5,7 +5,7 @@ request: ``input``, the task's system prompt and first prompt as messages, and `
 Responses function tools with their full JSON Schema), and the task's fields beside it (``id``, ``task_id``,
 ``split``, ``index``, ``toolset_key``, ``turns``, ``steps``, ``data_source``); ``agent_ref`` when an agent
 name is given (NeMo Gym's data preparation adds it otherwise). The tasks and tools are read as the verl
-writer reads them (``agentenv.taskapi.tasks_and_tools``: one probe per toolset). NeMo Gym itself needs
+writer reads them (``agentenv.client.taskapi.tasks_and_tools``: one probe per toolset). NeMo Gym itself needs
 Python >= 3.13.14 and is not a dependency. Importing this module does not import verl.
 """
 
@@ -84,8 +84,8 @@ def nemo_gym_rows(
     progress: TextIO | None = None,
 ) -> tuple[str, dict[str, list[dict[str, Any]]]]:
     """The data source and the NeMo Gym rows of ``splits`` (default: every split) on the server at ``url``, by split."""
-    from agentenv.settings import Shared
-    from agentenv.taskapi import probe, tasks_and_tools
+    from agentenv.client.settings import Shared
+    from agentenv.client.taskapi import probe, tasks_and_tools
 
     shared = Shared(url, token_var=token_var, reset_timeout=reset_timeout)
     shared.token()  # an unset variable is refused now, naming it

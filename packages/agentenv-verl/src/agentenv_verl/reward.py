@@ -9,7 +9,7 @@ reward:
 ```
 
 Each row names its bundle (``data_source``) and its task (``extra_info.task_id``), so one run mixes bundles
-and servers. The response is played as the task's one reply through the session layer (``agentenv.rollout``:
+and servers. The response is played as the task's one reply through the session layer (``agentenv.client.rollout``:
 the task's episode is started, its turn ended with the response, its verifiers score it; an episode the env
 loses is replayed on a new one) and scored by the task's verifiers. A sample without a verdict raises
 ``NoVerdictError``, never a 0. Importing this module does not import verl.
@@ -24,11 +24,11 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
+from agentenv.client.pool import pooled
+from agentenv.client.session import Started
+from agentenv.client.settings import Shared
+from agentenv.client.sync import run_sync
 from agentenv.errors import EpisodeLost, RolloutFailed
-from agentenv.pool import pooled
-from agentenv.session import Started
-from agentenv.settings import Shared
-from agentenv.sync import run_sync
 
 from .errors import NoVerdictError, RewardConfigError
 from .keptout import COUNTER
@@ -247,7 +247,7 @@ async def _check_source(shared: Shared, data_source: str) -> None:
     """Refuse a row of another bundle than the server's (its task ids could name other tasks there)."""
     name = _bundles.get(shared.url)
     if name is None:
-        from agentenv.taskapi import probe
+        from agentenv.client.taskapi import probe
 
         name = (await asyncio.to_thread(probe, shared)).name
         with _bundles_lock:

@@ -1,4 +1,4 @@
-"""agentenv-kv's hooks: what agentenv loads through the ``kv`` entry point (hook docs: ``agentenv.hookspecs``).
+"""agentenv-kv's hooks: what agentenv loads through the ``kv`` entry point (hook docs: ``agentenv.plugins.hookspecs``).
 
 Each hook is a plain function marked with ``@hookimpl``; each registration hook yields typed records.
 """

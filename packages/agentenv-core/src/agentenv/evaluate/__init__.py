@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..lazy import lazy_exports
+from agentenv.lazy import lazy_exports
 
 _EXPORTS = {
     "ChatClient": "chat",
@@ -62,11 +62,11 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from .chat import ChatClient, ContextTooLong, Endpoint, EndpointError
-    from .loop import play_sample
-    from .report import Comparison, Delta, compare
-    from .results import Sample, read_samples
-    from .runner import EvalConfig, evaluate, run_eval
-    from .summary import Stats, Summary, TaskStats, pass_at_k, summarize, summarize_results
+    from agentenv.evaluate.chat import ChatClient, ContextTooLong, Endpoint, EndpointError
+    from agentenv.evaluate.loop import play_sample
+    from agentenv.evaluate.report import Comparison, Delta, compare
+    from agentenv.evaluate.results import Sample, read_samples
+    from agentenv.evaluate.runner import EvalConfig, evaluate, run_eval
+    from agentenv.evaluate.summary import Stats, Summary, TaskStats, pass_at_k, summarize, summarize_results
 
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())

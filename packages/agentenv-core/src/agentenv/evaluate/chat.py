@@ -15,8 +15,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Final
 
-from ..errors import AgentEnvError
-from ..settings import Shared
+from agentenv.client.settings import Shared
+from agentenv.errors import AgentEnvError
 
 __all__ = ["ChatClient", "Completion", "ContextTooLong", "Endpoint", "EndpointError", "ToolCall"]
 

@@ -8,7 +8,7 @@ import os
 import sys
 from pathlib import Path
 
-from ..errors import AgentEnvError
+from agentenv.errors import AgentEnvError
 
 __all__ = ["HELP", "configure", "run"]
 
@@ -83,8 +83,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``agentenv eval``; returns the exit code."""
-    from .report import compare
-    from .summary import Summary
+    from agentenv.evaluate.report import compare
+    from agentenv.evaluate.summary import Summary
 
     if args.compare:
         a, b = (Summary.read(path) for path in args.compare)
@@ -98,8 +98,8 @@ def run(args: argparse.Namespace) -> int:
     ]
     if missing:
         raise AgentEnvError(f"agentenv eval needs {', '.join(missing)} (or --compare A B); see agentenv eval --help")
-    from .chat import Endpoint
-    from .runner import EvalConfig, run_eval
+    from agentenv.evaluate.chat import Endpoint
+    from agentenv.evaluate.runner import EvalConfig, run_eval
 
     key_var = args.api_key_var or ("OPENAI_API_KEY" if os.environ.get("OPENAI_API_KEY") else None)
     endpoint = Endpoint(

@@ -15,14 +15,14 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..errors import RolloutFailed
-from .chat import ChatClient, ContextTooLong, ToolCall
-from .results import Sample, failure_dict, passed
+from agentenv.errors import RolloutFailed
+from agentenv.evaluate.chat import ChatClient, ContextTooLong, ToolCall
+from agentenv.evaluate.results import Sample, failure_dict, passed
 
 if TYPE_CHECKING:
-    from ..rollout import Rollout
-    from ..session import Session, Started
-    from ..wire import TaskRow
+    from agentenv.client.rollout import Rollout
+    from agentenv.client.session import Session, Started
+    from agentenv.wire import TaskRow
 
 __all__ = ["Player", "play_sample"]
 

@@ -8,7 +8,7 @@ import sys
 import time
 from typing import TextIO
 
-from .results import Sample
+from agentenv.evaluate.results import Sample
 
 __all__ = ["Progress"]
 

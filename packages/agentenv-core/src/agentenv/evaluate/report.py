@@ -6,7 +6,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .summary import Stats, Summary
+    from agentenv.evaluate.summary import Stats, Summary
 
 __all__ = ["Comparison", "Delta", "TaskDelta", "compare", "summary_table"]
 
@@ -27,7 +27,7 @@ def _signed(value: float | None) -> str:
 
 
 def _table(rows: list[tuple[Any, ...]], header: tuple[str, ...]) -> str:
-    from ..cli import table
+    from agentenv.text import table
 
     return table(rows, header)
 

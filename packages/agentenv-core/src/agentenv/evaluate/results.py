@@ -18,9 +18,9 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Final
 
-from ..errors import AgentEnvError
-from ..files import write_all, write_file
-from ..wire import EpisodeResult, Failure
+from agentenv.errors import AgentEnvError
+from agentenv.files import write_all, write_file
+from agentenv.wire import EpisodeResult, Failure
 
 __all__ = ["RESULTS", "RUN", "SUMMARY", "ResultsFile", "Sample", "read_samples"]
 

@@ -21,18 +21,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from .. import interrupts
-from ..errors import AgentEnvError
-from ..files import locked
-from ..installed import find_bundle
-from ..session import Session
-from ..settings import Shared
-from ..wire import TaskRow
-from .chat import ChatClient, Endpoint, EndpointError
-from .loop import play_sample
-from .progress import Progress
-from .results import RESULTS, RUN, SUMMARY, ResultsFile, Sample, write_json
-from .summary import Summary, summarize
+from agentenv import interrupts
+from agentenv.bundle.installed import find_bundle
+from agentenv.client.session import Session
+from agentenv.client.settings import Shared
+from agentenv.errors import AgentEnvError
+from agentenv.evaluate.chat import ChatClient, Endpoint, EndpointError
+from agentenv.evaluate.loop import play_sample
+from agentenv.evaluate.progress import Progress
+from agentenv.evaluate.results import RESULTS, RUN, SUMMARY, ResultsFile, Sample, write_json
+from agentenv.evaluate.summary import Summary, summarize
+from agentenv.files import locked
+from agentenv.wire import TaskRow
 
 __all__ = ["EvalConfig", "evaluate", "run_eval"]
 
@@ -186,7 +186,7 @@ def _slug(text: str) -> str:
 
 
 def _rows(shared: Shared, config: EvalConfig) -> tuple[str, list[TaskRow], int]:
-    from ..taskapi import iter_tasks, probe
+    from agentenv.client.taskapi import iter_tasks, probe
 
     info = probe(shared)
     rows: list[TaskRow] = []

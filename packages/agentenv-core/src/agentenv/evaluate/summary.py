@@ -19,9 +19,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from ..errors import AgentEnvError
-from ..wire import EpisodeResult
-from .results import Sample, samples_of, write_json
+from agentenv.errors import AgentEnvError
+from agentenv.evaluate.results import Sample, samples_of, write_json
+from agentenv.wire import EpisodeResult
 
 __all__ = ["FORMAT", "Stats", "Summary", "TaskStats", "pass_at_k", "summarize", "summarize_results"]
 
@@ -186,7 +186,7 @@ class Summary:
 
     def table(self, *, failures: int = 10) -> str:
         """The summary as text: one row per split and overall, the per-step score means, the env failures."""
-        from .report import summary_table
+        from agentenv.evaluate.report import summary_table
 
         return summary_table(self, failures=failures)
 

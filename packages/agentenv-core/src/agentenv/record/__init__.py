@@ -8,8 +8,8 @@ a record are ``FIELDS``' (the docs' records page has them); a shard is plain JSO
 
 from __future__ import annotations
 
-from .reader import read, rollouts, shards
-from .writer import DEFAULT_MAX_BYTES, DEFAULT_SHARD_BYTES, FIELDS, RECORD_VERSION, Recorder
+from agentenv.record.reader import read, rollouts, shards
+from agentenv.record.writer import DEFAULT_MAX_BYTES, DEFAULT_SHARD_BYTES, FIELDS, RECORD_VERSION, Recorder
 
 __all__ = [
     "DEFAULT_MAX_BYTES",

@@ -7,11 +7,11 @@ import time
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
-from .writer import RECORD_VERSION
+from agentenv.record.writer import RECORD_VERSION
 
 if TYPE_CHECKING:
-    from ..episode import Episode
-    from ..wire import EpisodeResult
+    from agentenv.engine.episode import Episode
+    from agentenv.wire import EpisodeResult
 
 __all__ = ["episode_record"]
 

@@ -15,9 +15,9 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Final
 
-from ..errors import AgentEnvError
-from ..files import write_file, write_set
-from .reader import read
+from agentenv.errors import AgentEnvError
+from agentenv.files import write_file, write_set
+from agentenv.record.reader import read
 
 __all__ = ["ATIF_VERSION", "FORMATS", "atif_trajectory", "configure", "export", "row", "run"]
 
@@ -28,7 +28,7 @@ HELP: Final = "records (agentenv serve --record) as ATIF trajectories, or JSONL/
 
 def atif_trajectory(record: dict[str, Any]) -> dict[str, Any]:
     """One record as an ATIF v1.7 trajectory (a JSON-ready dict)."""
-    from .. import __version__
+    from agentenv import __version__
 
     steps: list[dict[str, Any]] = []
 
@@ -145,7 +145,7 @@ def export(records: Iterable[dict[str, Any]], out: str | Path, fmt: str) -> int:
             import pyarrow.parquet as pq
         except ImportError:
             raise AgentEnvError("--format parquet needs pyarrow: pip install 'agentenv-core[parquet]'") from None
-        from ..files import staged
+        from agentenv.files import staged
 
         with staged(target) as file:
             pq.write_table(pa.Table.from_pylist([row(r) for r in records]), file)

@@ -9,8 +9,8 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from ..errors import AgentEnvError
-from .writer import SHARD_GLOB
+from agentenv.errors import AgentEnvError
+from agentenv.record.writer import SHARD_GLOB
 
 __all__ = ["read", "rollouts", "shards"]
 

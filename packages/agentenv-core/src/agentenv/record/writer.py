@@ -13,13 +13,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from ..errors import AgentEnvError
-from ..files import append, open_log
-from ..logs import warn_once
+from agentenv.errors import AgentEnvError
+from agentenv.files import append, open_log
+from agentenv.logs import warn_once
 
 if TYPE_CHECKING:
-    from ..episode import Episode
-    from ..wire import EpisodeResult
+    from agentenv.engine.episode import Episode
+    from agentenv.wire import EpisodeResult
 
 __all__ = ["DEFAULT_MAX_BYTES", "DEFAULT_SHARD_BYTES", "FIELDS", "RECORD_VERSION", "SHARD_GLOB", "Recorder"]
 
@@ -128,7 +128,7 @@ class Recorder:
         """Add the record of ``episode`` (an ``agentenv.Episode``: ``Episode(on_end=recorder.episode_ended)``) when a
         policy played it; probes and checks are not recorded."""
         if episode.purpose == "play":
-            from .build import episode_record
+            from agentenv.record.build import episode_record
 
             self.add(episode_record(episode, result))
 

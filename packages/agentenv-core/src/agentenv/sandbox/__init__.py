@@ -7,9 +7,18 @@ limits (``limits``). See docs/sandbox.md, "What the policy can reach".
 
 from __future__ import annotations
 
-from .backend import LIMITS_HIT, Limits, Opening, Prepared, Program, SandboxBackend, SandboxUnavailable, signal_breach
-from .choice import VAR, current, runs_programs, use
-from .environ import BASE_VARS, keep_secret, passed_anywhere, program_environ, secrets_kept
+from agentenv.sandbox.choice import VAR, current, runs_programs, use
+from agentenv.sandbox.environ import BASE_VARS, keep_secret, passed_anywhere, program_environ, secrets_kept
+from agentenv.sandboxing import (
+    LIMITS_HIT,
+    Limits,
+    Opening,
+    Prepared,
+    Program,
+    SandboxBackend,
+    SandboxUnavailable,
+    signal_breach,
+)
 
 __all__ = [
     "BASE_VARS",

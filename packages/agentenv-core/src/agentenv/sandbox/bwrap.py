@@ -27,8 +27,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from .backend import Prepared, Program, signal_breach
-from .limits import Cgroup, cgroup_support, limited_argv
+from agentenv.sandbox.limits import Cgroup, cgroup_support, limited_argv
+from agentenv.sandboxing import Prepared, Program, signal_breach
 
 __all__ = ["BwrapBackend"]
 

@@ -12,7 +12,7 @@ import logging
 import os
 import threading
 
-from .backend import SandboxBackend, SandboxUnavailable
+from agentenv.sandboxing import SandboxBackend, SandboxUnavailable
 
 __all__ = ["VAR", "current", "runs_programs", "use"]
 
@@ -53,7 +53,7 @@ def current() -> SandboxBackend:
 
 
 def _make(name: str, how: str) -> SandboxBackend:
-    from ..plugins import plugins
+    from agentenv.plugins import plugins
 
     found = plugins().sandboxes()
     if name not in found:

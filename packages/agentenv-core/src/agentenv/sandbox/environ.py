@@ -1,7 +1,7 @@
 """The environment of a program agentenv starts for the policy: an allowlist, never a copy of this process's.
 
 A bash command, a subprocess env's program and an agent start from ``PATH``, ``LANG``, their own ``HOME`` and
-``TMPDIR`` (in the episode's scratch) and the owner tags (``agentenv.procs``), plus what the bundle declares
+``TMPDIR`` (in the episode's scratch) and the owner tags (``agentenv.sandbox.procs``), plus what the bundle declares
 for that env or agent: its ``env:`` values and the variables its ``pass_env:`` names. Nothing else of the
 server's or the trainer's environment reaches them (a token, a cloud key, a judge's key).
 

@@ -21,7 +21,7 @@ import signal
 import uuid
 from pathlib import Path
 
-from .backend import Limits
+from agentenv.sandboxing import Limits
 
 __all__ = ["Cgroup", "cgroup_support", "limited_argv"]
 

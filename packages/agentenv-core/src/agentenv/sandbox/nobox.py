@@ -9,8 +9,8 @@ are not. For a machine that is itself the sandbox (a throwaway VM or container p
 
 from __future__ import annotations
 
-from .backend import Prepared, Program, signal_breach
-from .limits import limited_argv
+from agentenv.sandbox.limits import limited_argv
+from agentenv.sandboxing import Prepared, Program, signal_breach
 
 __all__ = ["NoSandbox"]
 

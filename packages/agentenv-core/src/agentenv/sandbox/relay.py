@@ -18,7 +18,7 @@ import os
 import sys
 from pathlib import Path
 
-from .backend import Opening
+from agentenv.sandboxing import Opening
 
 __all__ = ["RELAY", "Relays", "relayed_argv", "relayed_key"]
 

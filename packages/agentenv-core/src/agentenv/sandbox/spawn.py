@@ -11,9 +11,9 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import procs
-from .backend import Prepared, Program, SandboxBackend, count_hit
-from .choice import current
+from agentenv.sandbox import procs
+from agentenv.sandbox.choice import current
+from agentenv.sandboxing import Prepared, Program, SandboxBackend, count_hit
 
 __all__ = ["Sandboxed", "program_paths", "python_paths", "spawn"]
 
@@ -40,7 +40,7 @@ class Sandboxed:
 
 async def spawn(program: Program, *, stdin: bool = True, stderr_to_stdout: bool = False) -> Sandboxed:
     """Start ``program`` in the sandbox in force (``agentenv.sandbox.current()``; ``SandboxUnavailable`` where it
-    cannot run), owned by this process (``agentenv.procs.spawn``)."""
+    cannot run), owned by this process (``agentenv.sandbox.procs.spawn``)."""
     backend = current()
     prepared = backend.prepare(program)
     try:

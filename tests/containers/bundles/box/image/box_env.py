@@ -1,6 +1,6 @@
 """The box env: notes read from a mounted fixture, a workdir to write in, and tools that misbehave on purpose.
 
-Speaks agentenv's JSON lines on stdin/stdout (agentenv.envkinds); the standard library only. The same file runs
+Speaks agentenv's JSON lines on stdin/stdout (agentenv.engine.envkinds); the standard library only. The same file runs
 as a container env (in the image) and as a subprocess env (bench/container_start.py runs both side by side).
 """
 
