@@ -6,9 +6,10 @@ import csv
 import io
 import json
 
+from agentenv_trl.demo_outputs import write_outputs
 from agentenv_trl.demo_plot import plot_reports, smooth
 from agentenv_trl.demo_progress import Progress
-from agentenv_trl.demo_report import STEP_COLUMNS, DemoReport, EvalRow, StepRow, write_outputs
+from agentenv_trl.demo_report import STEP_COLUMNS, DemoReport, EvalRow, StepRow
 
 PNG = b"\x89PNG\r\n\x1a\n"
 

@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final
 
-from agentenv.engine.envkinds import SubprocessEnv
+from agentenv.engine import SubprocessEnv
 from agentenv.errors import EnvCrashed, ToolError
 from agentenv.sandbox import procs
 from agentenv.specs import EnvSpec

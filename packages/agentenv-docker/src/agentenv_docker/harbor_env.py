@@ -21,8 +21,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final
 
-from agentenv.engine.bash import BASH
-from agentenv.engine.verifiers import Check
+from agentenv.engine import BASH, Check
 from agentenv.env import Tool
 from agentenv.errors import EnvCrashed, ToolError
 from agentenv.plugins import EnvKind, Problem, VerifierKind

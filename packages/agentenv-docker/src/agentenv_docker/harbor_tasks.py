@@ -30,7 +30,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Final
 
-from agentenv.bundle.tasksources import RawTask
+from agentenv.bundle import RawTask
 from agentenv.errors import BundleProblem
 from agentenv.specs import BASH_TOOL, BUNDLE_FILE
 from packaging.specifiers import SpecifierSet

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Final
 
-from agentenv.engine.envkinds import list_tools
+from agentenv.engine import list_tools
 from agentenv.env import Tool
 from agentenv.plugins import EnvKind, Problem
 from agentenv.specs import EnvSpec

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from agentenv.plugins import CliCommand, EnvKind, TaskSource, VerifierKind, hookimpl
-from agentenv.plugins.records import Sandbox
+from agentenv.plugins import CliCommand, EnvKind, Sandbox, TaskSource, VerifierKind, hookimpl
 
 __all__ = [
     "agentenv_cli_commands",

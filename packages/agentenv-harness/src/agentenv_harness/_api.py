@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 from typing import Final
 
-from agentenv.plugins.internals import Internal, probe
+from agentenv.plugins import Internal, internals
 
 from ._version import OPENENV, TRL
 
@@ -43,6 +43,6 @@ TRL_INTERNALS: Final[tuple[Internal, ...]] = (
 
 def check_internals() -> None:
     """Probe OpenEnv's internals, and TRL's when this process has imported TRL (``MissingInternal`` if one is gone)."""
-    probe(OPENENV, OPENENV_INTERNALS)
+    internals.probe(OPENENV, OPENENV_INTERNALS)
     if "trl" in sys.modules and TRL.installed_version() is not None:
-        probe(TRL, TRL_INTERNALS)
+        internals.probe(TRL, TRL_INTERNALS)

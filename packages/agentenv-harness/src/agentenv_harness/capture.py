@@ -84,7 +84,7 @@ class _RelayKeyGuard:
     """ASGI middleware: an HTTP request that came through a sandbox's keyed relay carrying another key gets 403."""
 
     def __init__(self, app: Any) -> None:
-        from agentenv.sandbox.relay import relayed_key
+        from agentenv.sandbox import relayed_key
         from openenv.core.harness.capture.sessions import extract_api_key
 
         self.app = app

@@ -87,7 +87,7 @@ async def _run(
     bundle: Any, task: Any, args: argparse.Namespace, key: str | None, recorder: Any = None
 ) -> tuple[Any, Any]:
     import httpx
-    from agentenv.engine.agents import Endpoint
+    from agentenv.launch import Endpoint
 
     from .capture import CaptureProxy, require_tokens
     from .episodes import LocalEpisode

@@ -8,8 +8,8 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from agentenv.bundle import Bundle, Task
-from agentenv.client.settings import Shared
-from agentenv.engine.episode import Episode, Step
+from agentenv.client import Shared
+from agentenv.engine import Episode, Step
 from agentenv.errors import EpisodeLost
 from agentenv.record import Recorder
 from agentenv.wire import Attempt, EpisodeResult, Tool
@@ -102,7 +102,7 @@ class RemoteEpisode:
     """
 
     def __init__(self, shared: Shared, task_id: str) -> None:
-        from agentenv.client.session import Session
+        from agentenv.client import Session
 
         self.session = Session(shared)
         self.rollout = self.session.rollout(task_id)

@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agentenv.bundle import Bundle, Task
-from agentenv.engine.agents import Endpoint
 from agentenv.errors import AgentEnvError, EpisodeLost
+from agentenv.launch import Endpoint
 from agentenv.wire import Failure
 
 from ._threads import BackgroundLoop
@@ -160,7 +160,7 @@ class AgentEnvSessionFactory(ResourceSessionFactory["AgentEnvSession"]):
                 deploy_timeout=self.deploy_timeout,
                 episode_id=episode_id,
             )
-        from agentenv.client.settings import Shared
+        from agentenv.client import Shared
 
         shared = Shared(
             self.env_url,

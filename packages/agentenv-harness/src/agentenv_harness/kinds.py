@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from agentenv import sandbox
-from agentenv.engine.agents import AgentRequest, Launch, agent_environment
+from agentenv.engine import agent_environment
+from agentenv.launch import AgentRequest, Launch
 from agentenv.plugins import AgentKind
 from agentenv.specs import AgentSpec
 

@@ -16,7 +16,7 @@ import secrets
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from agentenv.engine.agents import McpServer
+from agentenv.launch import McpServer
 from agentenv.wire import Tool
 from agentenv_server.access import UNAUTHORIZED, Turned, turn_away
 

@@ -24,9 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from agentenv.bundle import Bundle, Task
-from agentenv.engine.agentproc import AgentDirs, AgentExit, AgentProcess, openings_for
-from agentenv.engine.agents import AgentRequest, Endpoint, McpServer
+from agentenv.engine import AgentDirs, AgentExit, AgentProcess, openings_for
 from agentenv.errors import AgentEnvError, EpisodeLost
+from agentenv.launch import AgentRequest, Endpoint, McpServer
 from agentenv.plugins import AgentKind
 from agentenv.sandbox import SandboxUnavailable
 from agentenv.specs import AgentSpec, EndpointSpec

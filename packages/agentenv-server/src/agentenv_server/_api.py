@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from agentenv.plugins import Integration
-from agentenv.plugins.internals import Internal, probe
+from agentenv.plugins import Integration, Internal, internals
 
 __all__ = ["OPENENV", "OPENENV_INTERNALS", "check_internals"]
 
@@ -37,4 +36,4 @@ OPENENV_INTERNALS: Final[tuple[Internal, ...]] = (
 
 def check_internals() -> None:
     """Probe OpenEnv's internals the server uses (``MissingInternal`` naming the one that is gone)."""
-    probe(OPENENV, OPENENV_INTERNALS)
+    internals.probe(OPENENV, OPENENV_INTERNALS)

@@ -22,7 +22,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentenv.client.settings import is_loopback
+from agentenv.hosts import is_loopback
 
 __all__ = ["FOREIGN_KEY", "REFUSAL_LOG_SECONDS", "UNAUTHORIZED", "Access", "Refusals", "Turned", "turn_away"]
 

@@ -24,8 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentenv.bundle import Bundle, Task
-from agentenv.engine.deployment import Deployment, deploy_failure
-from agentenv.engine.threads import ToolThreads
+from agentenv.engine import Deployment, ToolThreads, deploy_failure
 
 __all__ = ["Ahead"]
 

@@ -23,8 +23,7 @@ import_openenv()  # before any openenv import: keeps OpenEnv's Gradio UI out of 
 
 from agentenv import wire
 from agentenv.bundle import Bundle, load_bundle
-from agentenv.engine.episode import RewardArg
-from agentenv.engine.threads import ToolThreads, pool_size
+from agentenv.engine import RewardArg, ToolThreads, pool_size
 from agentenv.errors import AgentEnvError
 from agentenv.record import DEFAULT_MAX_BYTES, Recorder
 from fastapi import FastAPI, Response

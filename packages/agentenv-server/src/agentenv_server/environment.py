@@ -21,8 +21,7 @@ import_openenv()  # before any openenv import: keeps OpenEnv's Gradio UI out of 
 
 from agentenv import wire
 from agentenv.bundle import Bundle, Task
-from agentenv.engine.episode import Episode, RewardArg, Step
-from agentenv.engine.threads import ToolThreads
+from agentenv.engine import Episode, RewardArg, Step, ToolThreads
 from agentenv.record import Recorder
 from agentenv.wire import Code, Event, Op, Problem, TaskRow, ToolsetInfo
 from openenv.core.env_server.interfaces import Environment

@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass, field
 
 from agentenv.bundle import Bundle
-from agentenv.sandbox.procs import FDS_PER_CHILD
+from agentenv.sandbox import FDS_PER_CHILD
 
 __all__ = ["FdBudget", "QuietAcceptErrors", "fds_per_session", "open_fds", "raise_fd_limit"]
 

@@ -24,7 +24,7 @@ from prometheus_client import (
 from prometheus_client.core import CounterMetricFamily, Metric
 
 if TYPE_CHECKING:
-    from agentenv.engine.episode import Episode
+    from agentenv.engine import Episode
     from agentenv.wire import EpisodeResult
 
 __all__ = ["CONTENT_TYPE", "Metrics"]

@@ -24,7 +24,7 @@ import hmac
 from typing import Any
 
 from agentenv.bundle import Bundle, Task
-from agentenv.engine.episode import Episode, Step
+from agentenv.engine import Episode, Step
 from agentenv.errors import AgentEnvError
 
 __all__ = ["ORS_EXTRA", "ors_app", "run_ors"]

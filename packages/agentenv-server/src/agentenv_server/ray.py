@@ -24,9 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from agentenv.bundle import load_bundle
-from agentenv.client.settings import is_loopback
-from agentenv.engine.episode import RewardArg
+from agentenv.engine import RewardArg
 from agentenv.errors import AgentEnvError
+from agentenv.hosts import is_loopback
 
 from .app import _capacity
 from .plugin import RAY

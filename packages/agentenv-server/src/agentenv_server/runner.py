@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import uvicorn
-from agentenv.client.settings import is_loopback
+from agentenv.hosts import is_loopback
 from agentenv.sandbox import procs
 
 from .app import MIN_FRAME_BYTES, close_sessions

@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 from typing import Final
 
-from agentenv.plugins.internals import Internal, probe
+from agentenv.plugins import Internal, internals
 
 from ._version import INTEGRATION
 
@@ -30,5 +30,5 @@ def check_internals() -> None:
     global _checked
     if _checked or "trl" not in sys.modules:
         return
-    probe(INTEGRATION, INTERNALS)
+    internals.probe(INTEGRATION, INTERNALS)
     _checked = True

@@ -7,22 +7,17 @@ it) and ``reward.png`` (``demo_plot``) into the run's output folder.
 
 from __future__ import annotations
 
-import csv
 import dataclasses
-import io
-import json
 import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from agentenv.engine.episode import EpisodeResult
 from agentenv.evaluate import Summary, summarize_results
-from agentenv.files import write_file
+from agentenv.wire import EpisodeResult
 
-__all__ = ["STEP_COLUMNS", "DemoReport", "EvalRow", "StepRow", "eval_summary", "summary_file", "tally", "write_outputs"]
+__all__ = ["STEP_COLUMNS", "DemoReport", "EvalRow", "StepRow", "eval_summary", "fmt", "summary_file", "tally"]
 
 
 @dataclass(frozen=True)
@@ -110,7 +105,7 @@ class DemoReport:
         from agentenv.text import table
 
         steps = [
-            (s.step, s.episodes, s.scored, s.failed, _fmt(s.reward), _fmt(s.trl_reward), _fmt(s.tool_calls))
+            (s.step, s.episodes, s.scored, s.failed, fmt(s.reward), fmt(s.trl_reward), fmt(s.tool_calls))
             for s in self.steps
         ]
         out = table(steps, ("step", "episodes", "scored", "failed", "reward", "TRL reward", "tool calls"))
@@ -120,10 +115,10 @@ class DemoReport:
                 e.episodes,
                 e.scored,
                 e.failed,
-                _fmt(e.reward),
-                _fmt(e.pass_at_1),
-                _fmt(e.trl_reward),
-                _fmt(e.tool_calls),
+                fmt(e.reward),
+                fmt(e.pass_at_1),
+                fmt(e.trl_reward),
+                fmt(e.tool_calls),
             )
             for e in self.evals
         ]
@@ -132,7 +127,7 @@ class DemoReport:
         return out
 
 
-def _fmt(value: float | None) -> str:
+def fmt(value: float | None) -> str:
     return "-" if value is None or math.isnan(value) else f"{value:.3f}"
 
 
@@ -156,35 +151,3 @@ def eval_summary(results: Sequence[EpisodeResult], *, split: str, samples: int, 
 def summary_file(when: str) -> str:
     """The name of the summary written for the eval ``when``: ``eval-before-grpo.json`` for "before GRPO"."""
     return "eval-" + "-".join(when.lower().split()) + ".json"
-
-
-def write_outputs(report: DemoReport, folder: Path, summaries: dict[str, Summary] | None = None) -> list[Path]:
-    """Write ``steps.csv``, ``report.json``, ``reward.png`` and each eval's ``summary_file`` into ``folder``.
-
-    Returns the paths written. The picture needs matplotlib (the ``demo`` extra); without it the
-    others are still written.
-    """
-    from .demo_plot import plot_reports
-
-    folder.mkdir(parents=True, exist_ok=True)
-    table = io.StringIO(newline="")
-    writer = csv.writer(table)
-    writer.writerow(STEP_COLUMNS)
-    for row in report.steps:
-        writer.writerow(["" if v is None else v for v in dataclasses.astuple(row)])
-    steps = write_file(folder / "steps.csv", table.getvalue())
-    data = write_file(folder / "report.json", json.dumps(report.as_dict(), indent=2, default=str) + "\n")
-    written = [steps, data]
-    for when, summary in (summaries or {}).items():
-        summary.write(folder / summary_file(when))
-        written.append(folder / summary_file(when))
-    picture = plot_reports({report.reward_source: [report]}, folder / "reward.png", title=_title(report))
-    if picture is not None:
-        written.append(picture)
-    return written
-
-
-def _title(report: DemoReport) -> str:
-    before, after = report.eval_reward("before GRPO"), report.eval_reward("after GRPO")
-    evals = f": eval {_fmt(before)} -> {_fmt(after)}" if before is not None and after is not None else ""
-    return f"agentenv demo, {report.bundle}, seed {report.seed}{evals}"

@@ -11,13 +11,13 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from agentenv.engine.episode import EpisodeResult
+from agentenv.wire import EpisodeResult
 
 from .demo_progress import Progress
 from .demo_report import tally
 
 if TYPE_CHECKING:
-    from .demo import DemoConfig
+    from .demo_config import DemoConfig
     from .env import AgentEnv
 
 __all__ = ["eval_batch_size", "grpo_config", "grpo_trainer", "no_checkpointing", "on_cpu", "step_recorder"]

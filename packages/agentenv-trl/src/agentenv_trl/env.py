@@ -14,9 +14,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from agentenv.bundle.toolsets import key_name
-from agentenv.client.settings import Shared
-from agentenv.client.taskapi import probe, read_tasks, tasks_and_tools
+from agentenv.bundle import key_name
+from agentenv.client import Shared, probe, read_tasks, tasks_and_tools
 from agentenv.errors import AgentEnvError, ServerUnavailable, UnknownSplit
 from agentenv.wire import EpisodeResult, ServerInfo, TaskRow, Tool
 

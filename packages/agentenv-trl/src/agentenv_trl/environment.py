@@ -17,13 +17,11 @@ import weakref
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, Final
 
-from agentenv.client.session import Started
-from agentenv.client.settings import Shared
-from agentenv.client.sync import SyncRollout, SyncSession
+from agentenv.client import Shared, SyncRollout, SyncSession
 from agentenv.errors import AgentEnvError, AtCapacity, EpisodeLost, UnknownTask
 from agentenv.logs import warn_once
 from agentenv.schema import argument_errors
-from agentenv.wire import EpisodeResult, Tool
+from agentenv.wire import EpisodeResult, Started, Tool
 
 if TYPE_CHECKING:
     from .env import AgentEnv

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from agentenv.plugins.internals import Internal, probe
+from agentenv.plugins import Internal, internals
 
 from ._version import INTEGRATION
 
@@ -81,9 +81,9 @@ SINGLE_TURN_LOOP: Final[tuple[Internal, ...]] = (
 
 def check_agent_loop() -> dict[str, Any]:
     """The internals ``AgentEnvAgentLoop`` uses, resolved in the installed verl (``MissingInternal`` if one is not)."""
-    return probe(INTEGRATION, AGENT_LOOP)
+    return internals.probe(INTEGRATION, AGENT_LOOP)
 
 
 def check_single_turn_loop() -> dict[str, Any]:
     """The internals ``AgentEnvSingleTurnLoop`` uses, resolved in the installed verl."""
-    return probe(INTEGRATION, SINGLE_TURN_LOOP)
+    return internals.probe(INTEGRATION, SINGLE_TURN_LOOP)

@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 from agentenv.errors import AgentEnvError
 
 if TYPE_CHECKING:
-    from agentenv.client.settings import Shared
+    from agentenv.client import Shared
 
 __all__ = ["DEFAULT_SERVER_URL", "tasks_from"]
 
@@ -23,8 +23,8 @@ DEFAULT_SERVER_URL = "http://127.0.0.1:8000"  # agentenv serve's own default hos
 def tasks_from(target: str, server_url: str | None) -> Iterator[tuple[str, Shared | None]]:
     """``(url, source)``: the URL the loops are written to reach, and where the tasks are read when not from it (a
     loopback server of the bundle ``target`` names, for as long as the block runs; None for a URL ``target``)."""
-    from agentenv.bundle.installed import find_bundle
-    from agentenv.evaluate.runner import is_url, loopback
+    from agentenv.bundle import find_bundle
+    from agentenv.evaluate import is_url, loopback
 
     if is_url(target):
         if server_url is not None:

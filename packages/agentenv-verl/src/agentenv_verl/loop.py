@@ -10,13 +10,10 @@ import functools
 import logging
 from typing import Any
 
-from agentenv.client.pool import pooled
-from agentenv.client.rollout import Rollout
-from agentenv.client.session import Session, Started
-from agentenv.client.settings import Shared
+from agentenv.client import Rollout, Session, Shared, pooled
 from agentenv.errors import RolloutFailed as RolloutLost
 from agentenv.logs import warn_once
-from agentenv.wire import EpisodeResult, Tool
+from agentenv.wire import EpisodeResult, Started, Tool
 
 from ._api import check_agent_loop
 from ._schemas import parse_tools, typed_schema

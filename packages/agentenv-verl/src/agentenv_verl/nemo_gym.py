@@ -84,8 +84,7 @@ def nemo_gym_rows(
     progress: TextIO | None = None,
 ) -> tuple[str, dict[str, list[dict[str, Any]]]]:
     """The data source and the NeMo Gym rows of ``splits`` (default: every split) on the server at ``url``, by split."""
-    from agentenv.client.settings import Shared
-    from agentenv.client.taskapi import probe, tasks_and_tools
+    from agentenv.client import Shared, probe, tasks_and_tools
 
     shared = Shared(url, token_var=token_var, reset_timeout=reset_timeout)
     shared.token()  # an unset variable is refused now, naming it

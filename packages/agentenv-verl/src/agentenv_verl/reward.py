@@ -24,11 +24,9 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
-from agentenv.client.pool import pooled
-from agentenv.client.session import Started
-from agentenv.client.settings import Shared
-from agentenv.client.sync import run_sync
+from agentenv.client import Shared, pooled, run_sync
 from agentenv.errors import EpisodeLost, RolloutFailed
+from agentenv.wire import Started
 
 from .errors import NoVerdictError, RewardConfigError
 from .keptout import COUNTER
@@ -247,7 +245,7 @@ async def _check_source(shared: Shared, data_source: str) -> None:
     """Refuse a row of another bundle than the server's (its task ids could name other tasks there)."""
     name = _bundles.get(shared.url)
     if name is None:
-        from agentenv.client.taskapi import probe
+        from agentenv.client import probe
 
         name = (await asyncio.to_thread(probe, shared)).name
         with _bundles_lock:

@@ -74,8 +74,7 @@ def verl_rows(
     Multi-turn tasks are left out (a warning names them): train them with ``AgentEnvAgentLoop``. Write the
     rows with their schema: ``pyarrow.Table.from_pylist(rows, schema=single_turn_schema())``.
     """
-    from agentenv.client.settings import Shared
-    from agentenv.client.taskapi import iter_tasks, probe
+    from agentenv.client import Shared, iter_tasks, probe
 
     shared = Shared(url, token_var=token_var, reset_timeout=reset_timeout)
     info = probe(shared)

@@ -26,7 +26,7 @@ from ._progress import Bar
 from .rows import single_turn_records, single_turn_schema
 
 if TYPE_CHECKING:
-    from agentenv.client.settings import Shared
+    from agentenv.client import Shared
     from agentenv.wire import TaskRow
 
 __all__ = ["AGENT_LOOP_FILE", "PromptLength", "PromptsTooLong", "Written", "arrow_schema", "count_prompt", "write"]
@@ -154,8 +154,10 @@ def write(
     """
     out = Path(out)
     _check_options(out, attempts, tool_timeout, reset_timeout, tokenizer, max_prompt_length)
-    from agentenv.client.settings import Shared
-    from agentenv.client.taskapi import probe  # the session layer loads pydantic: not at import
+    from agentenv.client import (
+        Shared,
+        probe,  # the session layer loads pydantic: not at import
+    )
 
     shared = Shared(url, token_var=token_var, tool_timeout=tool_timeout, reset_timeout=reset_timeout)
     shared.token()  # an unset variable is refused now, naming it
@@ -202,7 +204,7 @@ Rows = tuple[dict[str, list[dict[str, Any]]], list[Prompt], dict[str, list[str]]
 def _single_turn_rows(
     shared: Shared, info: Any, names: list[str], agent_name: str, data_source: str, progress: TextIO | None
 ) -> Rows:
-    from agentenv.client.taskapi import iter_tasks
+    from agentenv.client import iter_tasks
 
     records: dict[str, list[dict[str, Any]]] = {}
     left_out: dict[str, list[str]] = {}
@@ -224,7 +226,7 @@ def _single_turn_rows(
 def _agent_loop_rows(
     shared: Shared, info: Any, names: list[str], agent_name: str, data_source: str, progress: TextIO | None
 ) -> Rows:
-    from agentenv.client.taskapi import tasks_and_tools
+    from agentenv.client import tasks_and_tools
 
     probing = Bar(progress, "probing toolsets", None)
     rows, tools_by_key = tasks_and_tools(shared, names, progress=lambda key: probing.step())
@@ -360,7 +362,7 @@ def _load_tokenizer(tokenizer: Any) -> Any:
 
 def _all_steps(shared: Shared, rows: list[TaskRow], other_splits: list[str]) -> list[str]:
     """Every step id of the bundle, in first-seen order: the score keys every rollout reports."""
-    from agentenv.client.taskapi import read_tasks
+    from agentenv.client import read_tasks
 
     everything = rows + [row for split in other_splits for row in read_tasks(shared, split)]
     return list(dict.fromkeys(step for row in everything for step in row.steps))

@@ -22,6 +22,7 @@ _EXPORTS = {
     "ContextTooLong": "chat",
     "Endpoint": "chat",
     "EndpointError": "chat",
+    "RESULTS": "results",
     "Sample": "results",
     "read_samples": "results",
     "Stats": "summary",
@@ -36,10 +37,13 @@ _EXPORTS = {
     "EvalConfig": "runner",
     "evaluate": "runner",
     "run_eval": "runner",
+    "is_url": "runner",
+    "loopback": "runner",
     "play_sample": "loop",
 }
 
 __all__ = [
+    "RESULTS",
     "ChatClient",
     "Comparison",
     "ContextTooLong",
@@ -53,6 +57,8 @@ __all__ = [
     "TaskStats",
     "compare",
     "evaluate",
+    "is_url",
+    "loopback",
     "pass_at_k",
     "play_sample",
     "read_samples",
@@ -65,8 +71,8 @@ if TYPE_CHECKING:
     from agentenv.evaluate.chat import ChatClient, ContextTooLong, Endpoint, EndpointError
     from agentenv.evaluate.loop import play_sample
     from agentenv.evaluate.report import Comparison, Delta, compare
-    from agentenv.evaluate.results import Sample, read_samples
-    from agentenv.evaluate.runner import EvalConfig, evaluate, run_eval
+    from agentenv.evaluate.results import RESULTS, Sample, read_samples
+    from agentenv.evaluate.runner import EvalConfig, evaluate, is_url, loopback, run_eval
     from agentenv.evaluate.summary import Stats, Summary, TaskStats, pass_at_k, summarize, summarize_results
 
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())

@@ -5,101 +5,20 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from agentenv.evaluate.summary import fmt, text_table
+
 if TYPE_CHECKING:
     from agentenv.evaluate.summary import Stats, Summary
 
-__all__ = ["Comparison", "Delta", "TaskDelta", "compare", "summary_table"]
+__all__ = ["Comparison", "Delta", "TaskDelta", "compare"]
 
 _SETTINGS = ("bundle", "splits", "model", "samples", "temperature", "max_turns", "max_tokens", "threshold")
-
-
-def fmt(value: float | None, digits: int = 3) -> str:
-    """A number for a table: a count as it is, a rate with ``digits`` decimals; ``-`` for none."""
-    if value is None:
-        return "-"
-    return str(value) if isinstance(value, int) else f"{value:.{digits}f}"
 
 
 def _signed(value: float | None) -> str:
     if value is None:
         return "-"
     return f"{value:+d}" if isinstance(value, int) else f"{value:+.3f}"
-
-
-def _table(rows: list[tuple[Any, ...]], header: tuple[str, ...]) -> str:
-    from agentenv.text import table
-
-    return table(rows, header)
-
-
-def _stats_row(name: str, s: Stats, ks: list[int]) -> tuple[Any, ...]:
-    passes = [fmt(s.pass_at.get(str(k))) for k in ks]
-    return (
-        name,
-        s.tasks,
-        s.samples,
-        s.scored,
-        s.failed,
-        s.unscored,
-        fmt(s.mean_reward),
-        *passes,
-        s.prompt_tokens + s.completion_tokens,
-        f"{s.model_seconds:.1f}",
-        f"{s.env_seconds:.1f}",
-    )
-
-
-def summary_table(summary: Summary, *, failures: int = 10) -> str:
-    """The text ``agentenv eval`` prints: splits and overall, per-step score means, the env failures kept out."""
-    ks = summary.ks
-    header = (
-        "split",
-        "tasks",
-        "samples",
-        "scored",
-        "failed",
-        "unscored",
-        "mean reward",
-        *(f"pass@{k}" for k in ks),
-        "tokens",
-        "model s",
-        "env s",
-    )
-    rows = [_stats_row(name, stats, ks) for name, stats in summary.splits.items()]
-    rows.append(_stats_row("all", summary.overall, ks))
-    out = [_table(rows, header)]
-    short = [
-        f"pass@{k} over {n} of {summary.overall.tasks} tasks (the others have fewer than {k} scored samples)"
-        for k, n in summary.overall.pass_tasks.items()
-        if n < summary.overall.tasks and int(k) > 1
-    ]
-    out += short
-    steps = list(dict.fromkeys(step for s in summary.splits.values() for step in s.scores))
-    if steps:
-        names = list(summary.splits)
-        step_rows = [(step, *(fmt(summary.splits[n].scores.get(step)) for n in names)) for step in steps]
-        out.append("\n" + _table(step_rows, ("step score (mean)", *names)))
-    o = summary.overall
-    if o.malformed_calls or o.context_limited:
-        out.append(
-            f"\nthe model's mistakes (scored): {o.malformed_calls} malformed tool call(s) of {o.tool_calls}; "
-            f"{o.context_limited} sample(s) outgrew the model's context and ended there"
-        )
-    if summary.failures:
-        out.append(
-            f"\nenv failures kept out of the rates ({len(summary.failures)}; the env's or server's fault, not "
-            "the model's; --resume plays them again):"
-        )
-        for f in summary.failures[:failures]:
-            out.append(
-                f"  {f['task']} #{f['sample']}: {f.get('kind')} at {f.get('stage')} after {f.get('attempts')} "
-                f"attempt(s): {str(f.get('message', ''))[:160]}"
-            )
-        if len(summary.failures) > failures:
-            out.append(f"  ... {len(summary.failures) - failures} more in summary.json")
-    if summary.unscored:
-        out.append(f"\nunscored (no verdict; kept out of the rates): {len(summary.unscored)}")
-    return "\n".join(out)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -173,7 +92,7 @@ class Comparison:
         rows = [("all", d.name, fmt(d.a), fmt(d.b), _signed(d.delta)) for d in self.overall]
         for split, ds in self.splits.items():
             rows += [(split, d.name, fmt(d.a), fmt(d.b), _signed(d.delta)) for d in ds]
-        out.append("\n" + _table(rows, ("split", "metric", "A", "B", "B - A")))
+        out.append("\n" + text_table(rows, ("split", "metric", "A", "B", "B - A")))
         changed = [t for t in self.tasks if (t.reward.delta or 0.0) != 0.0 or (t.pass1.delta or 0.0) != 0.0]
         changed.sort(key=lambda t: (-abs(t.reward.delta or 0.0), t.task))
         if changed:
@@ -190,7 +109,9 @@ class Comparison:
                 for t in changed[:tasks]
             ]
             out.append(f"\n{len(changed)} of {len(self.tasks)} tasks changed:")
-            out.append(_table(task_rows, ("task", "split", "reward A", "reward B", "B - A", "pass@1 A", "pass@1 B")))
+            out.append(
+                text_table(task_rows, ("task", "split", "reward A", "reward B", "B - A", "pass@1 A", "pass@1 B"))
+            )
             if len(changed) > tasks:
                 out.append(f"... {len(changed) - tasks} more (--json prints every task)")
         else:

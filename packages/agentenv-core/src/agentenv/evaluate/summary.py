@@ -23,7 +23,17 @@ from agentenv.errors import AgentEnvError
 from agentenv.evaluate.results import Sample, samples_of, write_json
 from agentenv.wire import EpisodeResult
 
-__all__ = ["FORMAT", "Stats", "Summary", "TaskStats", "pass_at_k", "summarize", "summarize_results"]
+__all__ = [
+    "FORMAT",
+    "Stats",
+    "Summary",
+    "TaskStats",
+    "fmt",
+    "pass_at_k",
+    "summarize",
+    "summarize_results",
+    "text_table",
+]
 
 FORMAT: Final = 1  # summary.json's format version
 
@@ -186,8 +196,6 @@ class Summary:
 
     def table(self, *, failures: int = 10) -> str:
         """The summary as text: one row per split and overall, the per-step score means, the env failures."""
-        from agentenv.evaluate.report import summary_table
-
         return summary_table(self, failures=failures)
 
 
@@ -252,3 +260,86 @@ def summarize_results(
     """``summarize`` for episode results (a trainer's eval: TRL's, the demo's): the n-th result of a task is
     its sample n. Tokens, transcripts and attempts are not in a result, so they stay zero."""
     return summarize(samples_of(results, split=split, threshold=threshold), ks=ks, threshold=threshold, run=run)
+
+
+def fmt(value: float | None, digits: int = 3) -> str:
+    """A number for a table: a count as it is, a rate with ``digits`` decimals; ``-`` for none."""
+    if value is None:
+        return "-"
+    return str(value) if isinstance(value, int) else f"{value:.{digits}f}"
+
+
+def text_table(rows: list[tuple[Any, ...]], header: tuple[str, ...]) -> str:
+    from agentenv.text import table
+
+    return table(rows, header)
+
+
+def _stats_row(name: str, s: Stats, ks: list[int]) -> tuple[Any, ...]:
+    passes = [fmt(s.pass_at.get(str(k))) for k in ks]
+    return (
+        name,
+        s.tasks,
+        s.samples,
+        s.scored,
+        s.failed,
+        s.unscored,
+        fmt(s.mean_reward),
+        *passes,
+        s.prompt_tokens + s.completion_tokens,
+        f"{s.model_seconds:.1f}",
+        f"{s.env_seconds:.1f}",
+    )
+
+
+def summary_table(summary: Summary, *, failures: int = 10) -> str:
+    """The text ``agentenv eval`` prints: splits and overall, per-step score means, the env failures kept out."""
+    ks = summary.ks
+    header = (
+        "split",
+        "tasks",
+        "samples",
+        "scored",
+        "failed",
+        "unscored",
+        "mean reward",
+        *(f"pass@{k}" for k in ks),
+        "tokens",
+        "model s",
+        "env s",
+    )
+    rows = [_stats_row(name, stats, ks) for name, stats in summary.splits.items()]
+    rows.append(_stats_row("all", summary.overall, ks))
+    out = [text_table(rows, header)]
+    short = [
+        f"pass@{k} over {n} of {summary.overall.tasks} tasks (the others have fewer than {k} scored samples)"
+        for k, n in summary.overall.pass_tasks.items()
+        if n < summary.overall.tasks and int(k) > 1
+    ]
+    out += short
+    steps = list(dict.fromkeys(step for s in summary.splits.values() for step in s.scores))
+    if steps:
+        names = list(summary.splits)
+        step_rows = [(step, *(fmt(summary.splits[n].scores.get(step)) for n in names)) for step in steps]
+        out.append("\n" + text_table(step_rows, ("step score (mean)", *names)))
+    o = summary.overall
+    if o.malformed_calls or o.context_limited:
+        out.append(
+            f"\nthe model's mistakes (scored): {o.malformed_calls} malformed tool call(s) of {o.tool_calls}; "
+            f"{o.context_limited} sample(s) outgrew the model's context and ended there"
+        )
+    if summary.failures:
+        out.append(
+            f"\nenv failures kept out of the rates ({len(summary.failures)}; the env's or server's fault, not "
+            "the model's; --resume plays them again):"
+        )
+        for f in summary.failures[:failures]:
+            out.append(
+                f"  {f['task']} #{f['sample']}: {f.get('kind')} at {f.get('stage')} after {f.get('attempts')} "
+                f"attempt(s): {str(f.get('message', ''))[:160]}"
+            )
+        if len(summary.failures) > failures:
+            out.append(f"  ... {len(summary.failures) - failures} more in summary.json")
+    if summary.unscored:
+        out.append(f"\nunscored (no verdict; kept out of the rates): {len(summary.unscored)}")
+    return "\n".join(out)

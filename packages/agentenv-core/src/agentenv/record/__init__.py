@@ -8,8 +8,9 @@ a record are ``FIELDS``' (the docs' records page has them); a shard is plain JSO
 
 from __future__ import annotations
 
+from agentenv.record.build import RECORD_VERSION
 from agentenv.record.reader import read, rollouts, shards
-from agentenv.record.writer import DEFAULT_MAX_BYTES, DEFAULT_SHARD_BYTES, FIELDS, RECORD_VERSION, Recorder
+from agentenv.record.writer import DEFAULT_MAX_BYTES, DEFAULT_SHARD_BYTES, FIELDS, Recorder
 
 __all__ = [
     "DEFAULT_MAX_BYTES",

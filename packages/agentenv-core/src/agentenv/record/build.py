@@ -5,15 +5,15 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import asdict
-from typing import TYPE_CHECKING, Any
-
-from agentenv.record.writer import RECORD_VERSION
+from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
     from agentenv.engine.episode import Episode
     from agentenv.wire import EpisodeResult
 
-__all__ = ["episode_record"]
+__all__ = ["RECORD_VERSION", "episode_record"]
+
+RECORD_VERSION: Final = 1
 
 
 def episode_record(episode: Episode, result: EpisodeResult) -> dict[str, Any]:

@@ -16,16 +16,16 @@ from typing import TYPE_CHECKING, Any, Final
 from agentenv.errors import AgentEnvError
 from agentenv.files import append, open_log
 from agentenv.logs import warn_once
+from agentenv.record.build import episode_record
 
 if TYPE_CHECKING:
     from agentenv.engine.episode import Episode
     from agentenv.wire import EpisodeResult
 
-__all__ = ["DEFAULT_MAX_BYTES", "DEFAULT_SHARD_BYTES", "FIELDS", "RECORD_VERSION", "SHARD_GLOB", "Recorder"]
+__all__ = ["DEFAULT_MAX_BYTES", "DEFAULT_SHARD_BYTES", "FIELDS", "SHARD_GLOB", "Recorder"]
 
 log = logging.getLogger("agentenv.record")
 
-RECORD_VERSION: Final = 1
 DEFAULT_MAX_BYTES: Final = 10 * 1024**3  # the folder's bound: 10 GiB, then the oldest shards go
 DEFAULT_SHARD_BYTES: Final = 64 * 1024**2
 MIN_MAX_BYTES: Final = 64 * 1024
@@ -128,8 +128,6 @@ class Recorder:
         """Add the record of ``episode`` (an ``agentenv.Episode``: ``Episode(on_end=recorder.episode_ended)``) when a
         policy played it; probes and checks are not recorded."""
         if episode.purpose == "play":
-            from agentenv.record.build import episode_record
-
             self.add(episode_record(episode, result))
 
     def flush(self) -> None:

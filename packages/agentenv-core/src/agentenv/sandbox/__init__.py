@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from agentenv.sandbox.choice import VAR, current, runs_programs, use
 from agentenv.sandbox.environ import BASE_VARS, keep_secret, passed_anywhere, program_environ, secrets_kept
+from agentenv.sandbox.procs import FDS_PER_CHILD
+from agentenv.sandbox.relay import relayed_key
 from agentenv.sandboxing import (
     LIMITS_HIT,
     Limits,
@@ -22,6 +24,7 @@ from agentenv.sandboxing import (
 
 __all__ = [
     "BASE_VARS",
+    "FDS_PER_CHILD",
     "LIMITS_HIT",
     "VAR",
     "Limits",
@@ -33,7 +36,9 @@ __all__ = [
     "current",
     "keep_secret",
     "passed_anywhere",
+    "procs",
     "program_environ",
+    "relayed_key",
     "runs_programs",
     "secrets_kept",
     "signal_breach",

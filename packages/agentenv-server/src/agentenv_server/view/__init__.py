@@ -28,7 +28,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Serve the viewer until Ctrl-C."""
     import uvicorn
-    from agentenv.client.settings import is_loopback
+    from agentenv.hosts import is_loopback
 
     from ..runner import listening_socket
     from .app import build_viewer

@@ -90,7 +90,7 @@ def _missing() -> Response:
 def _compared(run: Run, other: Run | None) -> Any:
     if other is None:
         return None
-    from agentenv.evaluate.report import compare
+    from agentenv.evaluate import compare
 
     return compare(run.summary(), other.summary(), a_name=run.name, b_name=other.name)
 

@@ -12,8 +12,7 @@ from typing import Any
 
 from agentenv import record
 from agentenv.errors import AgentEnvError
-from agentenv.evaluate.results import RESULTS, Sample
-from agentenv.evaluate.summary import Summary, summarize
+from agentenv.evaluate import RESULTS, Sample, Summary, summarize
 
 __all__ = ["KEPT_OUT_WARNING", "Filters", "Row", "Run", "load"]
 
