@@ -1,8 +1,8 @@
-"""The import paths of modules that moved in agentenv-core 0.3.0, kept for one release.
+"""The import paths of modules that moved in agentenv-core 0.2.0, kept for one release.
 
 Core's modules live in folders by layer (``plugins``, ``bundle``, ``sandbox``, ``engine``, ``client``, ``cli``), each
 with a face. Importing an old path gives the module at its new one, with a ``DeprecationWarning`` that names it; the old
-paths go in 0.4.0.
+paths go in 0.3.0.
 """
 
 from __future__ import annotations
@@ -78,7 +78,7 @@ class _Moved(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType:
         new = MOVED[spec.name]
         warnings.warn(
-            f"{spec.name} moved to {new} in agentenv-core 0.3.0: import it from there (the old path goes in 0.4.0)",
+            f"{spec.name} moved to {new} in agentenv-core 0.2.0: import it from there (the old path goes in 0.3.0)",
             DeprecationWarning,
             stacklevel=2,
         )
