@@ -39,8 +39,6 @@ KNOWN_CIRCLES = {  # import circles left today -> what removes each
     ("agentenv_docker.harbor_tasks", "agentenv_docker.images"): "images.build_images asks harbor_tasks for its images",
     ("agentenv_server", "agentenv_server.app", "agentenv_server.environment", "agentenv_server.guard",
      "agentenv_server.runner"): "the version read from the face; guard and environment share the connection state",
-    ("agentenv_server.cli", "agentenv_server.ors", "agentenv_server.plugin", "agentenv_server.ray"):
-        "RAY sits in plugin.py; ors reuses the CLI's listening helpers",
     ("agentenv_trl._closing", "agentenv_trl.env", "agentenv_trl.environment"):
         "TaskEnvironment calls its AgentEnv's private methods; _closing types AgentEnv",
 }  # fmt: skip

@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import errno
 import os
 import signal
-import socket
 import sys
 from typing import Any
 
@@ -20,6 +18,7 @@ from ._serve_options import (
     sandbox_options,
     session_options,
 )
+from .serving import listen, refuse_passing_the_token, sandbox_note
 
 __all__ = ["configure", "run"]
 
@@ -52,32 +51,6 @@ def read_token(var: str | None) -> str | None:
     return token
 
 
-def _refuse_passing_the_token(bundle: Any, token_var: str | None) -> None:
-    """The token's variable is never passed to a program the policy steers, even where a ``pass_env`` lists it."""
-    from agentenv.sandbox import keep_secret, passed_anywhere
-
-    if token_var is None:
-        return
-    keep_secret(token_var)
-    listed = passed_anywhere(token_var, envs=bundle.envs, agents=bundle.agents)
-    if listed:
-        raise AgentEnvError(
-            f"{bundle.path / 'bundle.yaml'}: {', '.join(listed)} lists {token_var}, the server's token variable "
-            "(--token-var); a program the policy steers is never passed it: remove it from pass_env"
-        )
-
-
-def sandbox_note(bundle: Any, name: str | None) -> str:
-    """Choose the sandbox (``--sandbox``/``--no-sandbox``) and say which is in force; ``SandboxUnavailable`` naming
-    the fix where the bundle runs programs the policy steers and the sandbox cannot run here."""
-    from agentenv import sandbox
-
-    sandbox.use(name)
-    if not sandbox.runs_programs(bundle):
-        return "sandbox: none needed (the bundle runs no program the policy steers)"
-    return f"sandbox: {sandbox.current().describe()}"
-
-
 def run(args: argparse.Namespace) -> int:
     """Serve until SIGTERM or Ctrl-C; every running episode is torn down before exit."""
     from agentenv.sandbox import procs
@@ -100,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
 
         return run_ors(args, token)
     _refuse_ray_options(args)
-    sock = _listen(args.host, args.port)  # taken first: a busy port is said before anything claims to serve
+    sock = listen(args.host, args.port)  # taken first: a busy port is said before anything claims to serve
     port = sock.getsockname()[1]
     app = build_app(
         args.bundle,
@@ -121,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
     )
     procs.own_all_children()  # every program an env starts dies with this server, however it exits
     bundle = app.state.agentenv.bundle
-    _refuse_passing_the_token(bundle, args.token_var)
+    refuse_passing_the_token(bundle, args.token_var)
     print(f"agentenv: {sandbox_note(bundle, args.sandbox)}", file=sys.stderr, flush=True)
     _say_serving(args, app, token, port)
     config = uvicorn_config(
@@ -221,22 +194,6 @@ def _say_serving(args: argparse.Namespace, app: Any, token: str | None, port: in
         file=sys.stderr,
         flush=True,
     )
-
-
-def _listen(host: str, port: int) -> socket.socket:
-    """A socket bound to ``host:port`` as uvicorn would bind it; a port in use is an error naming ``--port``."""
-    from .runner import listening_socket
-
-    try:
-        sock = listening_socket(host, port)
-    except OSError as exc:
-        if exc.errno == errno.EADDRINUSE:
-            raise AgentEnvError(
-                f"--port {port}: {host}:{port} is already in use (another agentenv serve?); pick a free port with "
-                "--port N, or stop what listens there"
-            ) from None
-        raise AgentEnvError(f"--host {host} --port {port}: cannot listen there ({exc.strerror}); fix --host") from None
-    return sock  # not inheritable: a program this server starts (its reaper) must not keep the port accepting
 
 
 def _autoscale(value: str | None) -> tuple[int, int] | None:

@@ -235,10 +235,10 @@ def run_ors(args: Any, token: str | None) -> int:
     from agentenv.bundle import load_bundle
     from agentenv.sandbox import procs
 
-    from .cli import _listen, _refuse_passing_the_token, sandbox_note
+    from .serving import listen, refuse_passing_the_token, sandbox_note
 
     bundle = load_bundle(args.bundle)
-    _refuse_passing_the_token(bundle, args.token_var)
+    refuse_passing_the_token(bundle, args.token_var)
     note = sandbox_note(bundle, args.sandbox)
     capacity = args.max_concurrent_envs or 64
     app = ors_app(
@@ -249,7 +249,7 @@ def run_ors(args: Any, token: str | None) -> int:
         reset_timeout=args.reset_timeout,
         reward=args.reward,
     )
-    sock = _listen(args.host, args.port)
+    sock = listen(args.host, args.port)
     procs.own_all_children()
     auth = f"token from ${args.token_var} as X-API-Key" if token else "no token"
     print(f"agentenv: {note}", file=sys.stderr, flush=True)

@@ -6,16 +6,12 @@ Importing it imports neither the server stack nor Ray (``agentenv`` loads every 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Final
 
 from agentenv.plugins import CliCommand, Integration, hookimpl
 
-__all__ = ["RAY", "agentenv_cli_commands", "agentenv_integrations"]
+from .integration import RAY
 
-# The Ray range is the ``ray`` extra of agentenv-server's pyproject.toml, read from the installed metadata.
-RAY: Final[Integration] = Integration(
-    name="ray", package="agentenv-server", trainer="ray", offers={"serve": "agentenv_server.ray:deploy"}
-)
+__all__ = ["RAY", "agentenv_cli_commands", "agentenv_integrations"]
 
 
 @hookimpl

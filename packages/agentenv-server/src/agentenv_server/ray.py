@@ -29,7 +29,7 @@ from agentenv.errors import AgentEnvError
 from agentenv.hosts import is_loopback
 
 from .app import _capacity
-from .plugin import RAY
+from .integration import RAY
 
 __all__ = [
     "HEADROOM",
