@@ -1,0 +1,84 @@
+"""Real coding-agent CLIs in containers: claude-code and opencode (installed from npm at the harness tier's pins)
+run by the ``docker`` sandbox backend, each solving the harness bundle's shell task and its task that needs a bundle
+tool over MCP, two rollouts at once, through OpenEnv's capture proxy to the stand-in engine; every completion token
+the proxy captured is one TRL trains on.
+
+Each run is a container of the Debian base image with no network: the CLI's npm folder is mounted read-only, its
+workdir and HOME are the episode's folders (removed at teardown), and its model (the capture proxy) and its MCP
+server are relayed into its loopback; nothing else of the host is there (``test_agent_sandbox`` probes that).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+
+import pytest
+from agentenv import sandbox
+from agentenv_harness import AgentEnvSessionFactory, prompt_rows
+
+from tests.containers.support import BASE, docker
+from tests.unit.harness_support import HARNESS, Engine, agent_bin
+
+__all__ = ["agent_bin"]  # fixtures
+
+
+@pytest.fixture(scope="module")
+def engine() -> Iterator[Engine]:
+    running = Engine(["tiny/policy"])
+    yield running
+    running.server.stop()
+
+
+@pytest.fixture
+def in_containers(images: str, agent_bin, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The docker sandbox in force for this process, on the base image; the agent CLIs on PATH."""
+    monkeypatch.setenv("AGENTENV_DOCKER_SANDBOX_IMAGE", images)
+    monkeypatch.setenv("PATH", f"{agent_bin}{os.pathsep}{os.environ['PATH']}")
+    sandbox.use("docker")
+    yield
+    sandbox.use(None)
+
+
+def solvers_started(since: float) -> list[str]:
+    """The image of each solver container this process started since ``since`` (by the labels it gave them)."""
+    until = str(int(time.time()) + 1)
+    return docker("events", "--since", str(int(since) - 1), "--until", until, "--filter", "event=start", "--filter",
+                  f"label=agentenv.pid={os.getpid()}", "--filter", "label=agentenv.sandbox=solver", "--format",
+                  "{{.Actor.Attributes.image}}").split()  # fmt: skip
+
+
+@pytest.mark.parametrize("agent", ["claude-code", "opencode"])
+def test_a_real_agent_in_a_container_solves_each_task_twice_at_once_and_every_captured_turn_trains(
+    engine: Engine, in_containers: None, agent: str
+) -> None:
+    from trl.experimental.async_grpo.async_rollout_worker import _chain_to_sequences
+    from trl.experimental.async_grpo.openenv_harness import _turns_from_training_trace
+
+    prompts = {r["task_id"]: r["prompt"] for r in prompt_rows(HARNESS, "train")}
+    factory = AgentEnvSessionFactory(HARNESS, llm_url=engine.url, model="tiny/policy", split="train", agent=agent,
+                                     deadline=300)  # fmt: skip
+    try:
+        for task_id in ("smoke", "multiply"):  # a shell task; a task that needs a bundle tool over MCP
+            since = time.time()
+            sessions = [factory.create(prompts[task_id], seed=0) for _ in range(2)]  # two rollouts at once
+            codes = [s.wait_for_completion() for s in sessions]
+            traces = [s.fetch_training_trace() for s in sessions]
+            verdicts = [s.verify([]) for s in sessions]
+            for session in sessions:
+                session.close()
+            assert codes == [0, 0], [v.metrics for v in verdicts]
+            assert [v.env_reward for v in verdicts] == [1.0, 1.0], [v.metrics for v in verdicts]
+            assert solvers_started(since) == [BASE, BASE]  # each rollout's agent ran in a container of its own
+            for session in sessions:
+                assert session.play is not None and not session.play.root.exists()  # its workdir and HOME: gone
+            for trace in traces:
+                turns = _turns_from_training_trace(trace)
+                rows, _ = _chain_to_sequences(turns, "r", 0)
+                assert len(turns) >= 2  # a tool call, then the answer
+                assert sum(sum(r.completion_mask) for r in rows) == sum(len(t.output_ids) for t in turns)
+                assert all(len(t.output_log_probs) == len(t.output_ids) > 0 for t in turns)
+    finally:
+        factory.close()
+    assert docker("ps", "-a", "-q", "--filter", f"label=agentenv.pid={os.getpid()}").split() == []
