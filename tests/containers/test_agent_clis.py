@@ -13,12 +13,14 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from agentenv import sandbox
 from agentenv_harness import AgentEnvSessionFactory, prompt_rows
 
 from tests.containers.support import BASE, docker
+from tests.unit.core_helpers import copy_bundle, patch
 from tests.unit.harness_support import HARNESS, Engine, agent_bin
 
 __all__ = ["agent_bin"]  # fixtures
@@ -49,13 +51,23 @@ def solvers_started(since: float) -> list[str]:
                   "{{.Actor.Attributes.image}}").split()  # fmt: skip
 
 
+def every_token_trains(trace: object) -> None:
+    """TRL's own reading of a rollout's trace: a tool call and the answer, each completion token in a training row's
+    completion mask, with its log-prob."""
+    from trl.experimental.async_grpo.async_rollout_worker import _chain_to_sequences
+    from trl.experimental.async_grpo.openenv_harness import _turns_from_training_trace
+
+    turns = _turns_from_training_trace(trace)
+    rows, _ = _chain_to_sequences(turns, "r", 0)
+    assert len(turns) >= 2  # a tool call, then the answer
+    assert sum(sum(r.completion_mask) for r in rows) == sum(len(t.output_ids) for t in turns)
+    assert all(len(t.output_log_probs) == len(t.output_ids) > 0 for t in turns)
+
+
 @pytest.mark.parametrize("agent", ["claude-code", "opencode"])
 def test_a_real_agent_in_a_container_solves_each_task_twice_at_once_and_every_captured_turn_trains(
     engine: Engine, in_containers: None, agent: str
 ) -> None:
-    from trl.experimental.async_grpo.async_rollout_worker import _chain_to_sequences
-    from trl.experimental.async_grpo.openenv_harness import _turns_from_training_trace
-
     prompts = {r["task_id"]: r["prompt"] for r in prompt_rows(HARNESS, "train")}
     factory = AgentEnvSessionFactory(HARNESS, llm_url=engine.url, model="tiny/policy", split="train", agent=agent,
                                      deadline=300)  # fmt: skip
@@ -74,11 +86,38 @@ def test_a_real_agent_in_a_container_solves_each_task_twice_at_once_and_every_ca
             for session in sessions:
                 assert session.play is not None and not session.play.root.exists()  # its workdir and HOME: gone
             for trace in traces:
-                turns = _turns_from_training_trace(trace)
-                rows, _ = _chain_to_sequences(turns, "r", 0)
-                assert len(turns) >= 2  # a tool call, then the answer
-                assert sum(sum(r.completion_mask) for r in rows) == sum(len(t.output_ids) for t in turns)
-                assert all(len(t.output_log_probs) == len(t.output_ids) > 0 for t in turns)
+                every_token_trains(trace)
     finally:
         factory.close()
     assert docker("ps", "-a", "-q", "--filter", f"label=agentenv.pid={os.getpid()}").split() == []
+
+
+@pytest.mark.parametrize(("agent", "kind"), [("claude", "claude-code"), ("opencode", "opencode")])
+def test_an_agent_whose_spec_names_the_docker_backend_runs_in_a_container_under_another_sandbox(
+    engine: Engine, images: str, agent_bin, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, agent: str, kind: str
+) -> None:
+    """``sandbox: {backend: docker}`` on the bundle's agent: its runs are containers while the process's sandbox
+    stays bubblewrap (what a bash tool or a subprocess env of the same server runs in)."""
+    monkeypatch.setenv("AGENTENV_DOCKER_SANDBOX_IMAGE", images)
+    monkeypatch.setenv("PATH", f"{agent_bin}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.delenv(sandbox.VAR, raising=False)
+    sandbox.use(None)
+    bundle = copy_bundle(tmp_path, HARNESS)
+    patch(bundle / "bundle.yaml", f"  {agent}:\n    kind: {kind}\n",
+          f"  {agent}:\n    kind: {kind}\n    sandbox: {{backend: docker}}\n")  # fmt: skip
+    prompts = {r["task_id"]: r["prompt"] for r in prompt_rows(bundle, "train")}
+    factory = AgentEnvSessionFactory(bundle, llm_url=engine.url, model="tiny/policy", split="train", agent=agent,
+                                     deadline=300)  # fmt: skip
+    since = time.time()
+    try:
+        session = factory.create(prompts["smoke"], seed=0)
+        code = session.wait_for_completion()
+        trace = session.fetch_training_trace()
+        verdict = session.verify([])
+        session.close()
+    finally:
+        factory.close()
+    assert code == 0 and verdict.env_reward == 1.0, verdict.metrics
+    every_token_trains(trace)
+    assert solvers_started(since) == [BASE]
+    assert sandbox.current().name == "bwrap"  # the process's own choice is untouched
