@@ -5,12 +5,14 @@ the proxy captured is one TRL trains on.
 
 Each run is a container of the Debian base image with no network: the CLI's npm folder is mounted read-only, its
 workdir and HOME are the episode's folders (removed at teardown), and its model (the capture proxy) and its MCP
-server are relayed into its loopback; nothing else of the host is there (``test_agent_sandbox`` probes that).
+server are relayed into its loopback; nothing else of the host is there (the probe task below asks each CLI's own
+shell tool to look).
 """
 
 from __future__ import annotations
 
 import os
+import socket
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,6 +21,7 @@ import pytest
 from agentenv import sandbox
 from agentenv_harness import AgentEnvSessionFactory, prompt_rows
 
+from tests.conftest import ROOT
 from tests.containers.support import BASE, docker
 from tests.unit.core_helpers import copy_bundle, patch
 from tests.unit.harness_support import HARNESS, Engine, agent_bin
@@ -121,3 +124,42 @@ def test_an_agent_whose_spec_names_the_docker_backend_runs_in_a_container_under_
     every_token_trains(trace)
     assert solvers_started(since) == [BASE]
     assert sandbox.current().name == "bwrap"  # the process's own choice is untouched
+
+
+# a task whose command, run by the CLI's own shell tool, prints 4242 only where the shell is in a container (its PID 1
+# docker's init) that sees none of this repository's files, reaches its model's port (the capture proxy, relayed in)
+# and cannot reach the engine's port on the host's loopback
+# (no grep: claude-code's shell has its own; no double quotes: opencode's prompt escapes them)
+PROBE = """- id: probe
+  split: train
+  turns:
+    - prompt: >-
+        Run the shell command `test $(head -c 17 /proc/1/cmdline) = /sbin/docker-init && ! test -e REPO &&
+        u=${AGENTENV_BASE_URL#*//127.0.0.1:} && (echo > /dev/tcp/127.0.0.1/${u%%/*}) &&
+        ! (echo > /dev/tcp/127.0.0.1/PORT) 2>/dev/null && echo 4242` with your bash tool and answer with the number
+        it prints.
+      verifiers: [{id: contained, kind: regex, pattern: '\\b4242\\b'}]
+"""
+
+
+@pytest.mark.parametrize("agent", ["claude-code", "opencode"])
+def test_a_real_agents_shell_in_a_container_sees_neither_the_hosts_files_nor_its_other_ports(
+    engine: Engine, in_containers: None, tmp_path: Path, agent: str
+) -> None:
+    bundle = copy_bundle(tmp_path, HARNESS)
+    port = engine.url.rsplit(":", 1)[1].split("/")[0]
+    (bundle / "tasks" / "probe.yaml").write_text(PROBE.replace("REPO", str(ROOT / "noxfile.py")).replace("PORT", port))
+    prompt = next(r["prompt"] for r in prompt_rows(bundle, "train") if r["task_id"] == "probe")
+    factory = AgentEnvSessionFactory(bundle, llm_url=engine.url, model="tiny/policy", split="train", agent=agent,
+                                     deadline=300)  # fmt: skip
+    try:
+        session = factory.create(prompt, seed=0)
+        code = session.wait_for_completion()
+        verdict = session.verify([])
+        session.close()
+    finally:
+        factory.close()
+    socket.create_connection(("127.0.0.1", int(port)), timeout=5).close()  # on the host the engine answers there
+    assert (ROOT / "noxfile.py").exists()  # and the file is there
+    said = [str(m)[-600:] for r in engine.chats()[-1:] for m in r["messages"][-2:]]  # its call and what it printed
+    assert code == 0 and verdict.env_reward == 1.0, said  # in the agent's shell: neither
