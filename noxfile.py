@@ -246,13 +246,18 @@ def harness(session: nox.Session, trl: str) -> None:
     _harness_tier(session)
 
 
-def _harness_tier(session: nox.Session) -> None:
-    """tests/harness, with the agent CLIs installed from npm into the session."""
+def _agent_clis(session: nox.Session) -> str:
+    """Install the agent CLIs from npm into the session; the folder of their executables (``$AGENTENV_AGENT_BIN``)."""
     prefix = Path(session.virtualenv.location) / "agents"
     # npm runs the CLIs' native binaries without their install scripts; --no-save keeps no lock file around
     session.run_install("npm", "install", "--prefix", str(prefix), "--no-audit", "--no-fund", "--no-save",
                         "--loglevel", "error", *AGENT_CLIS, external=True, silent=True)  # fmt: skip
-    agents = str(prefix / "node_modules" / ".bin")
+    return str(prefix / "node_modules" / ".bin")
+
+
+def _harness_tier(session: nox.Session) -> None:
+    """tests/harness, with the agent CLIs installed from npm into the session."""
+    agents = _agent_clis(session)
     session.run(*PYTEST, "tests/harness", "--durations=5", *session.posargs,
                 env={"TRL_EXPERIMENTAL_SILENCE": "1", "AGENTENV_AGENT_BIN": agents})  # fmt: skip
 
@@ -261,15 +266,17 @@ def _harness_tier(session: nox.Session) -> None:
 def containers(session: nox.Session) -> None:
     """tests/containers: container envs on a real Docker engine (``.ci/run`` starts one), their images made here
     (a base from Debian's packages once per machine, then the test bundle's), TRL's GRPOTrainer and verl's agent
-    loop playing them."""
+    loop playing them, and real claude-code and opencode (from npm, as the harness tier installs them) in
+    containers through OpenEnv's capture proxy (TRL's harness rollouts)."""
     _sync(session, "test")
     # jmespath: TRL's tool-call parser needs it on the transformers below 5.13 that verl 0.9 allows
-    trainers = [f"trl=={TRL_VERSIONS[-1]}", f"verl=={VERL_VERSIONS[-1]}", *_VERL_DEPS, "jmespath"]
+    trainers = [f"trl=={TRL_VERSIONS[-1]}", f"verl=={VERL_VERSIONS[-1]}", *_VERL_DEPS, *_HARNESS_DEPS, "jmespath"]
     _pip(session, *trainers, *_torch_cpu(session))
+    agents = _agent_clis(session)
     session.run("agentenv", "image", "base", CONTAINER_BASE)  # debootstrap: a couple of minutes the first time
     session.run("agentenv", "image", "build", "tests/containers/bundles/box", "--base", CONTAINER_BASE)
     tier = ["tests/containers", *_xdist(session), "--dist", "loadfile", "--durations=5", *session.posargs]
-    session.run(*PYTEST, *tier, env={"TRL_EXPERIMENTAL_SILENCE": "1"})
+    session.run(*PYTEST, *tier, env={"TRL_EXPERIMENTAL_SILENCE": "1", "AGENTENV_AGENT_BIN": agents})
 
 
 @nox.session(python=NEWER_PYTHONS[0])

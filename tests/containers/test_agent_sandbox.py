@@ -17,7 +17,7 @@ from agentenv.engine.agents import Launch
 from agentenv.sandbox import Opening
 from agentenv.specs import SandboxSpec
 
-from tests.containers.support import BASE, docker
+from tests.containers.support import BASE, docker, of_process
 from tests.unit.harness_support import engine
 
 __all__ = ["engine"]  # fixtures
@@ -116,13 +116,15 @@ def test_a_harness_task_is_solved_by_its_agent_in_a_container_through_the_captur
     since = str(int(time.time()) - 1)
     environ = {**os.environ, "NO_PROXY": "127.0.0.1", "AGENTENV_SANDBOX": "docker",
                "AGENTENV_DOCKER_SANDBOX_IMAGE": BASE}  # fmt: skip
-    done = subprocess.run([sys.executable, "-m", "agentenv.cli", "run", str(HARNESS), "direct", "--llm-url", engine.url,
-                           "--model", "tiny/policy", "--capture"], capture_output=True, text=True, timeout=300,
-                          env=environ)  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    assert "reward: 1" in done.stdout and "capture: 1 model call(s), " in done.stdout
+    argv = [sys.executable, "-m", "agentenv.cli", "run", str(HARNESS), "direct", "--llm-url", engine.url, "--model",
+            "tiny/policy", "--capture"]  # fmt: skip
+    with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=environ) as run:
+        stdout, stderr = run.communicate(timeout=300)
+    assert run.returncode == 0, stderr
+    assert "reward: 1" in stdout and "capture: 1 model call(s), " in stdout
     until = str(int(time.time()) + 1)
+    # the containers that process started (its pid in their owner labels: another worker's are not counted)
     started = docker("events", "--since", since, "--until", until, "--filter", "event=start", "--filter",
-                     "label=agentenv.sandbox", "--format", "{{.Actor.Attributes.name}}").split()  # fmt: skip
+                     f"label=agentenv.pid={run.pid}", "--format", "{{.Actor.Attributes.name}}").split()  # fmt: skip
     assert started and all(name.startswith("agentenv-sbx-") for name in started)  # the agent ran in a container
-    assert docker("ps", "-a", "-q", "--filter", "label=agentenv.sandbox").split() == []
+    assert of_process(run.pid) == []  # and none is left

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -46,6 +47,16 @@ def engine() -> Iterator[Engine]:
     running = Engine()
     yield running
     running.server.stop()
+
+
+@pytest.fixture(scope="session")
+def agent_bin() -> Path:
+    """The folder of the agent CLIs a nox session installed (claude, opencode): ``$AGENTENV_AGENT_BIN``."""
+    folder = os.environ.get("AGENTENV_AGENT_BIN")
+    assert folder, "run this tier with nox (nox -s harness, or -s containers): each installs the agent CLIs from npm"
+    path = Path(folder)
+    assert (path / "claude").exists() and (path / "opencode").exists(), f"no agent CLIs in {path}"
+    return path
 
 
 @pytest.fixture

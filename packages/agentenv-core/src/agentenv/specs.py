@@ -17,6 +17,7 @@ __all__ = [
     "BUNDLE_FILE",
     "NAME_RULE",
     "POLICY",
+    "AgentSandboxSpec",
     "AgentSpec",
     "BundleFile",
     "DeployStep",
@@ -93,7 +94,16 @@ class SandboxSpec(_Model):
         """These limits as an ``agentenv.sandbox.Limits``."""
         from agentenv.sandboxing import Limits
 
-        return Limits(**self.model_dump(exclude={"files", "write", "network"}))
+        return Limits(**self.model_dump(exclude={"files", "write", "network", "backend"}))
+
+
+class AgentSandboxSpec(SandboxSpec):
+    """An agent's ``sandbox:``: what a program's ``sandbox:`` says, and which sandbox backend runs it."""
+
+    backend: str | None = None
+    """The sandbox backend this agent runs in, whatever this process's is (``--sandbox``, ``$AGENTENV_SANDBOX``):
+    ``docker`` (a container of its own, agentenv-docker), ``bwrap``, ``none`` or a plugin's; null: the process's.
+    The bundle's choice, so a bundle can also weaken it (``none``): it is trusted code."""
 
 
 class EnvSpec(BaseModel):
@@ -156,9 +166,9 @@ class AgentSpec(BaseModel):
     """Variables of the trainer's (or ``agentenv run``'s) environment the agent gets (``pass_env: [HTTPS_PROXY]``);
     it starts from ``PATH``, ``LANG``, its own ``HOME`` and ``TMPDIR`` and what its kind sets only. Never an
     endpoint's ``key_var`` or the server's token variable."""
-    sandbox: SandboxSpec = Field(default_factory=SandboxSpec)
+    sandbox: AgentSandboxSpec = Field(default_factory=AgentSandboxSpec)
     """The files of the bundle it may read, its network (its model endpoint and MCP server are reachable with
-    ``none``) and its limits."""
+    ``none``), its limits and the sandbox backend it runs in (``backend: docker``: a container)."""
 
     _check_names = field_validator("pass_env")(lambda cls, value: _variable_names(value))
 

@@ -126,7 +126,7 @@ def _claude(request: AgentRequest) -> Launch:
     if request.resume:
         argv.append("--continue")
     env = {
-        **_sandboxed(),
+        **_sandboxed(spec),
         "DISABLE_AUTOUPDATER": "1",
         "DISABLE_TELEMETRY": "1",
         "DISABLE_ERROR_REPORTING": "1",
@@ -281,7 +281,8 @@ HARNESS_AGENT_KINDS = (
 )
 
 
-def _sandboxed() -> dict[str, str]:
-    """``IS_SANDBOX=1`` (claude-code's bypassPermissions as root) only where the sandbox in force isolates the agent:
-    a CLI is never told it is sandboxed when it is not (with ``--no-sandbox`` it runs, and refuses, as itself)."""
-    return {"IS_SANDBOX": "1"} if sandbox.current().isolates_processes else {}
+def _sandboxed(spec: AgentSpec) -> dict[str, str]:
+    """``IS_SANDBOX=1`` (claude-code's bypassPermissions as root) only where the agent's sandbox isolates it (the
+    backend its ``sandbox.backend`` names, else the one in force): a CLI is never told it is sandboxed when it is not
+    (with ``--no-sandbox`` it runs, and refuses, as itself)."""
+    return {"IS_SANDBOX": "1"} if sandbox.current(spec.sandbox.backend).isolates_processes else {}

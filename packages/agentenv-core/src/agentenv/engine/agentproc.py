@@ -190,7 +190,7 @@ class AgentProcess:
         started = time.monotonic()
         prepared: Prepared | None = None
         try:
-            prepared = current().prepare(self._program(env, relays))
+            prepared = current(getattr(self.sandbox, "backend", None)).prepare(self._program(env, relays))
             code = await self._run(prepared, out_path, err_path)
             breach = prepared.breach(code)  # before its cleanup: the cgroup's counters go with it
         finally:

@@ -23,6 +23,7 @@ log = logging.getLogger("agentenv.sandbox")
 _lock = threading.Lock()
 _chosen: str | None = None
 _backend: SandboxBackend | None = None
+_named: dict[str, SandboxBackend] = {}  # the backends agents name (an agent's sandbox.backend)
 
 
 def use(name: str | None) -> None:
@@ -30,11 +31,15 @@ def use(name: str | None) -> None:
     global _chosen, _backend
     with _lock:
         _chosen, _backend = name, None
+        _named.clear()
 
 
-def current() -> SandboxBackend:
-    """The backend in force, checked (once) that it runs here; ``SandboxUnavailable`` naming the fix if not."""
+def current(name: str | None = None) -> SandboxBackend:
+    """The backend in force, checked (once) that it runs here; ``SandboxUnavailable`` naming the fix if not.
+    With ``name`` (an agent's ``sandbox.backend``), that backend instead, checked the same way."""
     global _backend
+    if name is not None:
+        return _of(name)
     with _lock:
         if _backend is not None:
             return _backend
@@ -49,6 +54,21 @@ def current() -> SandboxBackend:
         else:
             log.info("agentenv: sandbox: %s", backend.describe())
         _backend = backend
+        return backend
+
+
+def _of(name: str) -> SandboxBackend:
+    with _lock:
+        if name in _named:
+            return _named[name]
+        how = f"sandbox.backend: {name}"
+        backend = _make(DEFAULT if name == "auto" else name, how)
+        problem = backend.problem()
+        if problem is not None:
+            raise SandboxUnavailable(f"sandbox {backend.name!r} ({how}) cannot run here: {problem}")
+        level = logging.WARNING if backend.name == "none" else logging.INFO
+        log.log(level, "agentenv: sandbox of an agent (%s): %s", how, backend.describe())
+        _named[name] = backend
         return backend
 
 
