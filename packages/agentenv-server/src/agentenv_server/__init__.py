@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from agentenv.lazy import lazy_exports
 
-__version__ = "0.2.0"
+from ._version import __version__ as __version__  # written once, in _version.py
 
 _EXPORTS = {
     "DEFAULT_MAX_CONCURRENT_ENVS": "app",

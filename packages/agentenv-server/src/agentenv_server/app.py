@@ -309,7 +309,7 @@ def _own_routes(app: FastAPI, served: Served, capacity: int) -> None:
     @app.get("/agentenv", tags=["agentenv"])
     async def info() -> dict[str, object]:
         """What this server serves: protocol version, bundle, splits and limits (``agentenv.wire.ServerInfo``)."""
-        from . import __version__
+        from ._version import __version__
 
         return wire.ServerInfo(
             protocol=wire.PROTOCOL,

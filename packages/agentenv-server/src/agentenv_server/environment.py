@@ -321,7 +321,7 @@ class BundleEnvironment(Environment[EpisodeAction, EpisodeObservation, State]):
 
     def get_metadata(self) -> EnvironmentMetadata:
         bundle = self._served.bundle
-        from . import __version__
+        from ._version import __version__
 
         return EnvironmentMetadata(
             name=bundle.name,
