@@ -38,8 +38,7 @@ KNOWN = {  # (importer, imported) out of line today -> what removes it
 KNOWN_CIRCLES = {  # import circles left today -> what removes each
     ("agentenv_docker.harbor_tasks", "agentenv_docker.images"): "images.build_images asks harbor_tasks for its images",
     ("agentenv_server.environment", "agentenv_server.guard"): "guard and environment share the connection state",
-    ("agentenv_trl._closing", "agentenv_trl.env", "agentenv_trl.environment"):
-        "TaskEnvironment calls its AgentEnv's private methods; _closing types AgentEnv",
+    ("agentenv_trl.env", "agentenv_trl.environment"): "TaskEnvironment calls its AgentEnv's private methods",
 }  # fmt: skip
 
 

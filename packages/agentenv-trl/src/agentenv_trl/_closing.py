@@ -8,16 +8,20 @@ import os
 import signal
 import threading
 import weakref
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from .env import AgentEnv
+__all__ = ["Closable", "live", "stop_on_sigterm", "track"]
 
-__all__ = ["live", "stop_on_sigterm", "track"]
+
+class Closable(Protocol):
+    """What is closed at exit: an ``AgentEnv`` (typed so, this module need not know it)."""
+
+    def close(self) -> None: ...
+
 
 log = logging.getLogger("agentenv.trl")
 
-live: weakref.WeakSet[AgentEnv] = weakref.WeakSet()
+live: weakref.WeakSet[Closable] = weakref.WeakSet()
 _owner_pid = os.getpid()
 _hooks_lock = threading.Lock()
 _atexit_registered = False
@@ -25,7 +29,7 @@ _previous_sigterm: Any = None
 _sigterm_installed = False
 
 
-def track(env: AgentEnv) -> None:
+def track(env: Closable) -> None:
     """Close ``env`` at interpreter exit (with every other live one)."""
     global _atexit_registered, _owner_pid
     with _hooks_lock:
