@@ -211,6 +211,7 @@ def test_frames_between_the_message_and_frame_limits_are_not_kept_whole(matrix: 
     # websockets' client offers compression (permessage-deflate), as browsers and OpenEnv's client do: deflated, a
     # frame of 15 MiB of one letter is 15 KiB on the wire
     with open_ws(server.url) as ws:
+        assert ws.response is not None and "Sec-WebSocket-Extensions" not in ws.response.headers  # not accepted
         ask(ws, {"type": "reset", "data": reset_data(task_id="echo")})
         # while a call runs, OpenEnv's loop takes no frame: what the client sends meanwhile waits in the server
         ws.send(json.dumps({"type": "step", "data": {"op": "call", "tool": "sleep_sync", "args": {"seconds": 20}}}))
