@@ -228,6 +228,7 @@ class Guard:
                         await guarded_send({"type": "websocket.close", "code": 1008, "reason": "one request at a time"})
                         continue
                     inbox.put(kept, size)
+                    del message, kept  # a dropped frame is not held while the next one is awaited
             except Exception:  # the server's side of the socket broke: the session ends like a disconnect
                 log.exception("reading a WebSocket failed")
                 message = {"type": "websocket.disconnect", "code": 1011}

@@ -56,6 +56,10 @@ def uvicorn_config(
     """uvicorn settings for an agentenv app: keepalive pings reap half-open sockets, frames over the app's
     ``max_frame_bytes`` end the connection (close code 1009), shutdown waits ``grace`` seconds at most, and a
     connection's request head must be in within ``header_timeout`` seconds and 64 KiB (``connections``).
+    No WebSocket compression (permessage-deflate), which agentenv's client never asks for: with it, 16 KiB on the
+    wire inflate to a 16 MiB frame, and uvicorn inflates every frame of one read (up to 256 KiB: 16 such frames,
+    each kept twice, as bytes and as text) before the guard sees the first; without it, a frame costs the server
+    what its client sent.
     ``ssl_keyfile`` and ``ssl_certfile``: serve TLS (``https://``, ``wss://``)."""
     state = getattr(app, "state", None)
     limit = getattr(state, "max_frame_bytes", MIN_FRAME_BYTES)
@@ -72,6 +76,7 @@ def uvicorn_config(
         ws_ping_interval=ping_interval,
         ws_ping_timeout=ping_timeout,
         ws_max_size=limit,
+        ws_per_message_deflate=False,  # see above: the guard checks sizes as frames arrive, deflated or not
         timeout_graceful_shutdown=max(1, math.ceil(grace)),
         lifespan="on",
         loop=loop,
