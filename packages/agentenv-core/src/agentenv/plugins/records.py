@@ -145,8 +145,9 @@ class Sandbox:
     """A sandbox backend (``agentenv serve --sandbox NAME``, ``$AGENTENV_SANDBOX``): what runs the programs the
     policy steers (``bash`` commands, subprocess env programs, agents) apart from the host.
 
-    ``create()`` returns an ``agentenv.sandbox.SandboxBackend``; it is called once per process, when the backend
-    is first chosen. ``summary`` is one line for ``agentenv plugins``.
+    ``create()`` returns an ``agentenv.sandbox.SandboxBackend``; it is called once per process when the backend is
+    first chosen, and once more if an agent names it (``agents.NAME.sandbox.backend``). ``summary`` is one line for
+    ``agentenv plugins``.
     """
 
     name: str
