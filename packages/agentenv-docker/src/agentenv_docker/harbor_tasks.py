@@ -38,7 +38,16 @@ from packaging.version import Version
 
 from . import engine
 
-__all__ = ["INSTALL", "harbor_images", "image_of", "read_harbor_tasks", "solve_command", "supported"]
+__all__ = [
+    "INSTALL",
+    "config_of",
+    "harbor_missing",
+    "image_of",
+    "read_harbor_tasks",
+    "solve_command",
+    "supported",
+    "task_dirs",
+]
 
 INSTALL: Final[str] = "pip install 'agentenv-docker[harbor]'"
 _FIELDS: Final[str] = "path, split, env"
@@ -58,7 +67,7 @@ def supported() -> str:
     raise LookupError("agentenv-docker's metadata names no harbor range in its harbor extra; reinstall it")
 
 
-def _harbor_missing() -> str | None:
+def harbor_missing() -> str | None:
     """Why the ``harbor`` package cannot be used here, with the fix; None when it can."""
     if sys.version_info < (3, 12):
         found = ".".join(map(str, sys.version_info[:3]))
@@ -110,7 +119,7 @@ def solve_command(solution_dir: Path, script: str, env: Mapping[str, str] | None
     return f"{unpack} && chmod +x {run} && {assigned} {run}"
 
 
-def _config(config: Any) -> tuple[Path | None, str, str, list[BundleProblem]]:
+def config_of(config: Any) -> tuple[Path | None, str, str, list[BundleProblem]]:
     problems = []
     if not isinstance(config, Mapping) or not isinstance(config.get("path"), str):
         fix = "give the folder of the Harbor task directories: tasks: {source: harbor, path: tasks}"
@@ -129,7 +138,7 @@ def read_harbor_tasks(config: Any, bundle_dir: Path) -> Iterator[RawTask | Bundl
     ``solution/``) under ``path``, read by the harbor package (Python >= 3.12: ``pip install
     'agentenv-docker[harbor]'``), played in the bundle's ``kind: harbor`` env (``env``, default ``harbor``), in
     ``split`` (default ``train``)."""
-    missing = _harbor_missing()
+    missing = harbor_missing()
     if missing is not None:
         yield BundleProblem(BUNDLE_FILE, "tasks.source", missing)
         return
@@ -139,7 +148,7 @@ def read_harbor_tasks(config: Any, bundle_dir: Path) -> Iterator[RawTask | Bundl
     from . import harbor_refusals
     from .kind import image_missing
 
-    path, split, env, problems = _config(config)
+    path, split, env, problems = config_of(config)
     yield from problems
     if path is None or problems:
         return
@@ -228,30 +237,3 @@ def _task_data(task: Any, task_dir: Path, bundle_dir: Path, split: str, env: str
         "solution": solution,
         "metadata": {"harbor": harbor, "harbor_metadata": dict(config.metadata)},
     }
-
-
-def harbor_images(bundle: Path, tasks: Any, *, echo: Any = print) -> list[str]:
-    """Build the image of each Harbor task of ``tasks: {source: harbor, ...}`` that the engine lacks, from its
-    ``environment/`` folder (``docker build``, no network for ``RUN``, nothing pulled); returns the images built."""
-    from .images import ImageError, build_image
-    from .kind import image_missing
-
-    missing = _harbor_missing()
-    if missing is not None:
-        raise ImageError(missing)
-    from harbor.models.task.task import Task as HarborTask
-
-    path, _, _, problems = _config(tasks)
-    if path is None or problems:
-        raise ImageError("; ".join(map(str, problems)))
-    built = []
-    for task_dir in task_dirs(bundle / path):
-        task = HarborTask(task_dir)
-        image = image_of(task_dir, task.name)
-        if not image_missing(image):
-            echo(f"{task.name}: {image} is on the engine already")
-            continue
-        echo(f"{task.name}: building {image} from environment/Dockerfile")
-        build_image(task_dir / "environment", image, labels={"agentenv.harbor-task": task.name})
-        built.append(image)
-    return built

@@ -19,7 +19,7 @@ import subprocess
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 import yaml
 from agentenv import find_bundle
@@ -30,7 +30,16 @@ from pydantic import ValidationError
 from . import engine
 from .spec import options_of, problems
 
-__all__ = ["BASE_LABEL", "ImageError", "base_key", "build_base", "build_bundle", "build_image", "container_envs"]
+__all__ = [
+    "BASE_LABEL",
+    "ImageError",
+    "base_key",
+    "build_base",
+    "build_bundle",
+    "build_image",
+    "container_envs",
+    "harbor_images",
+]
 
 BASE_LABEL: Final[str] = "agentenv.base-key"
 _RECIPE: Final[int] = 1  # bumped when build_base changes what it makes
@@ -93,8 +102,6 @@ def build_bundle(
         built.append(options.image)
     tasks = _harbor_tasks(root)
     if tasks is not None and not only:
-        from .harbor_tasks import harbor_images
-
         built += harbor_images(root, tasks, echo=echo)
     return built
 
@@ -173,3 +180,30 @@ def build_base(
             raise ImageError(f"docker import of {name} failed: {imported.stderr.strip()}")
     echo(f"{name}: made (recipe {key})")
     return name
+
+
+def harbor_images(bundle: Path, tasks: Any, *, echo: Any = print) -> list[str]:
+    """Build the image of each Harbor task of ``tasks: {source: harbor, ...}`` that the engine lacks, from its
+    ``environment/`` folder (``docker build``, no network for ``RUN``, nothing pulled); returns the images built."""
+    from .harbor_tasks import config_of, harbor_missing, image_of, task_dirs
+    from .kind import image_missing
+
+    missing = harbor_missing()
+    if missing is not None:
+        raise ImageError(missing)
+    from harbor.models.task.task import Task as HarborTask
+
+    path, _, _, problems = config_of(tasks)
+    if path is None or problems:
+        raise ImageError("; ".join(map(str, problems)))
+    built = []
+    for task_dir in task_dirs(bundle / path):
+        task = HarborTask(task_dir)
+        image = image_of(task_dir, task.name)
+        if not image_missing(image):
+            echo(f"{task.name}: {image} is on the engine already")
+            continue
+        echo(f"{task.name}: building {image} from environment/Dockerfile")
+        build_image(task_dir / "environment", image, labels={"agentenv.harbor-task": task.name})
+        built.append(image)
+    return built
