@@ -36,7 +36,6 @@ KNOWN = {  # (importer, imported) out of line today -> what removes it
     ("agentenv.evaluate.runner", "agentenv.bundle.installed"): "#22 item 3: the CLI resolves the bundle's name",
 }
 KNOWN_CIRCLES = {  # import circles left today -> what removes each
-    ("agentenv_server.environment", "agentenv_server.guard"): "guard and environment share the connection state",
     ("agentenv_trl.env", "agentenv_trl.environment"): "TaskEnvironment calls its AgentEnv's private methods",
 }  # fmt: skip
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import contextvars
 import logging
 from collections.abc import Coroutine
 from dataclasses import dataclass, field
@@ -27,11 +26,11 @@ from agentenv.wire import Code, Event, Op, Problem, TaskRow, ToolsetInfo
 from openenv.core.env_server.interfaces import Environment
 from openenv.core.env_server.types import Action, EnvironmentMetadata, Observation, State
 
+from .guard import current_connection
 from .metrics import Metrics
 
 if TYPE_CHECKING:
     from .ahead import Ahead
-    from .guard import Connection
 
 __all__ = ["BundleEnvironment", "EpisodeAction", "EpisodeObservation", "Served"]
 
@@ -88,11 +87,6 @@ class Served:
         task = asyncio.get_running_loop().create_task(coro)
         self.background.add(task)
         task.add_done_callback(self.background.discard)
-
-
-current_connection: contextvars.ContextVar[Connection | None] = contextvars.ContextVar(
-    "agentenv_connection", default=None
-)
 
 
 def _error(code: str, message: str) -> EpisodeObservation:

@@ -23,23 +23,23 @@ For every WebSocket it then:
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from agentenv.wire import Code
 
 from .access import Access, Refusals, turn_away
 from .ahead import Ahead
 from .connections import HeadGate
-from .environment import BundleEnvironment, current_connection
 from .frames import closing_restart, error_frame, problem, too_large
 from .limits import FdBudget
 
-__all__ = ["QUEUED_MESSAGES", "Connection", "Guard", "GuardState"]
+__all__ = ["QUEUED_MESSAGES", "Connection", "Guard", "GuardState", "Played", "current_connection"]
 
 log = logging.getLogger("agentenv.server")
 
@@ -47,6 +47,14 @@ log = logging.getLogger("agentenv.server")
 # (in bytes: QUEUED_MESSAGES x max_message_bytes), and this many frames of any size, before its connection is closed
 QUEUED_MESSAGES = 2
 MAX_QUEUED = 32
+
+
+class Played(Protocol):
+    """What the guard asks of a connection's session (a ``BundleEnvironment``): to give up its episode, or end it."""
+
+    def abandon(self, kind: str, message: str) -> None: ...
+
+    async def end_episode(self) -> None: ...
 
 
 @dataclass(eq=False)
@@ -58,8 +66,13 @@ class Connection:
     busy: bool = False
     closed: bool = False  # the server closed it (idle, shutdown): the app's later sends are dropped
     gone: bool = False  # the client's side ended (or a send failed)
-    env: BundleEnvironment | None = None
+    env: Played | None = None
     task: asyncio.Task[None] | None = None
+
+
+current_connection: contextvars.ContextVar[Connection | None] = contextvars.ContextVar(
+    "agentenv_connection", default=None
+)  # the connection whose message the app is handling: its session marks itself there
 
 
 @dataclass(eq=False)
