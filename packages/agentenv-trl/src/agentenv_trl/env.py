@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import copyreg
+import json
 import threading
 import weakref
 from collections.abc import Mapping, Sequence
@@ -23,7 +25,7 @@ from . import _closing
 from ._api import check_internals
 from ._methods import build_method, check_names
 from ._version import check_trl
-from .environment import EpisodeLost, TaskEnvironment, _EnvironmentType, classes_lock, make_class
+from .environment import EpisodeLost, TaskEnvironment, _EnvironmentType, classes, classes_lock, make_class
 
 if TYPE_CHECKING:
     from datasets import Dataset
@@ -326,3 +328,23 @@ def _name_toolsets(rows: Sequence[TaskRow]) -> dict[str, str]:
     keys = sorted({row.toolset_key for row in rows})
     counts = collections.Counter(key_name(key) for key in keys)
     return {key: key_name(key) if counts[key_name(key)] == 1 else key for key in keys}
+
+
+def _reduce_class(cls: _EnvironmentType) -> str | tuple[Any, tuple[Any, ...]]:
+    if "_spec" not in vars(cls):
+        return cls.__qualname__  # TaskEnvironment itself: by name, as any class
+    return _rebuild_class, (cls._spec,)  # type: ignore[attr-defined]
+
+
+copyreg.pickle(_EnvironmentType, _reduce_class)
+
+
+def _rebuild_class(spec: dict[str, Any]) -> _EnvironmentType:
+    """The class ``spec`` describes: the original in its own process, a rebuilt one in a spawned worker."""
+    key = json.dumps(spec, sort_keys=True)
+    with classes_lock:
+        cls = classes.get(key)
+    if cls is not None:
+        return cls
+    owner = AgentEnv._attached(Shared(**spec["shared"]), spec["bundle"])
+    return owner._make_class(spec["name"], spec["key"], [Tool.from_dict(t) for t in spec["tools"]])

@@ -8,14 +8,13 @@ Every instance holds one session of agentenv's session layer; the server plays t
 
 from __future__ import annotations
 
-import copyreg
 import dataclasses
 import json
 import logging
 import threading
 import weakref
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, ClassVar, Final
+from typing import Any, ClassVar, Final, Protocol
 
 from agentenv.client import Shared, SyncRollout, SyncSession
 from agentenv.errors import AgentEnvError, AtCapacity, EpisodeLost, UnknownTask
@@ -23,10 +22,7 @@ from agentenv.logs import warn_once
 from agentenv.schema import argument_errors
 from agentenv.wire import EpisodeResult, Started, Tool
 
-if TYPE_CHECKING:
-    from .env import AgentEnv
-
-__all__ = ["END_TURN", "EPISODE_OVER", "EpisodeLost", "TaskEnvironment"]
+__all__ = ["END_TURN", "EPISODE_OVER", "EpisodeLost", "Owner", "TaskEnvironment"]
 
 log = logging.getLogger("agentenv.trl")
 
@@ -48,7 +44,22 @@ _END_TURN_ARGS: Final[dict[str, Any]] = {**END_TURN.parameters, "additionalPrope
 
 
 class _EnvironmentType(type):
-    """The metaclass of the generated classes: they pickle by their spec, so a spawned worker rebuilds them."""
+    """The metaclass of the generated classes: they pickle by their spec, so a spawned worker rebuilds them (the
+    rebuild is ``agentenv_trl.env``'s, which registers it)."""
+
+
+class Owner(Protocol):
+    """What a generated class's ``AgentEnv`` does for its instances: the server they play on, taking each instance in
+    (refused once closed), and keeping each rollout's result."""
+
+    shared: Shared
+    bundle: str
+
+    def _adopt(self, instance: TaskEnvironment) -> None: ...
+
+    def _check_open(self) -> None: ...
+
+    def _record(self, result: EpisodeResult) -> None: ...
 
 
 class TaskEnvironment(metaclass=_EnvironmentType):
@@ -60,7 +71,7 @@ class TaskEnvironment(metaclass=_EnvironmentType):
     model its message); the rollout's reward is then None.
     """
 
-    _agentenv: ClassVar[AgentEnv]
+    _agentenv: ClassVar[Owner]
     _toolset_key: ClassVar[str]
     _spec: ClassVar[dict[str, Any]]
 
@@ -206,32 +217,11 @@ class TaskEnvironment(metaclass=_EnvironmentType):
             session.close()
 
 
-def _reduce_class(cls: _EnvironmentType) -> str | tuple[Any, tuple[Any, ...]]:
-    if "_spec" not in vars(cls):
-        return cls.__qualname__  # TaskEnvironment itself: by name, as any class
-    return _rebuild_class, (cls._spec,)  # type: ignore[attr-defined]
-
-
-copyreg.pickle(_EnvironmentType, _reduce_class)
-
 classes: weakref.WeakValueDictionary[str, _EnvironmentType] = weakref.WeakValueDictionary()
 classes_lock = threading.Lock()
 
 
-def _rebuild_class(spec: dict[str, Any]) -> _EnvironmentType:
-    """The class ``spec`` describes: the original in its own process, a rebuilt one in a spawned worker."""
-    from .env import AgentEnv
-
-    key = json.dumps(spec, sort_keys=True)
-    with classes_lock:
-        cls = classes.get(key)
-    if cls is not None:
-        return cls
-    owner = AgentEnv._attached(Shared(**spec["shared"]), spec["bundle"])
-    return owner._make_class(spec["name"], spec["key"], [Tool.from_dict(t) for t in spec["tools"]])
-
-
-def make_class(owner: AgentEnv, class_name: str, key: str, tools: list[Tool], build_method: Any) -> _EnvironmentType:
+def make_class(owner: Owner, class_name: str, key: str, tools: list[Tool], build_method: Any) -> _EnvironmentType:
     """A ``TaskEnvironment`` subclass whose methods are ``tools`` and ``end_turn``, bound to ``owner``."""
     spec = {
         "shared": dataclasses.asdict(owner.shared),
