@@ -292,7 +292,7 @@ async def _check(bundle: Any, deploy_timeout: float) -> tuple[list[tuple[Any, ..
     for key, tasks in bundle.by_toolset().items():
         episode = Episode(bundle, tasks[0], deploy_timeout=deploy_timeout, purpose="check")
         await episode.start()
-        ok = await episode._deployed()
+        ok = await episode.ready()
         result = await episode.close()
         status = "ok" if ok else f"FAILED: {result.failure.message}"  # type: ignore[union-attr]
         failed += not ok

@@ -193,11 +193,7 @@ class Episode:
             self._seconds["deploy"] += time.perf_counter() - started
 
     async def ready(self) -> bool:
-        """Wait for the deploy to end: True when the envs are up, False when the episode failed."""
-        return await self._deployed()
-
-    async def _deployed(self) -> bool:
-        """Wait for the deploy; False when the episode is over (failed)."""
+        """Wait for the deploy to end: True when the envs are up, False when the episode is over (failed)."""
         if not self._started:
             raise RuntimeError("call Episode.start() first")
         if self._deploy_task is not None and not self._deploy_task.done():
@@ -258,7 +254,7 @@ class Episode:
         problem = argument_errors(name, tool.parameters, args)
         if problem is not None:
             return self._record(name, args, problem, error=True)
-        if not await self._deployed():
+        if not await self.ready():
             return Step(done=True, result=self._result)
         started = time.perf_counter()
         failure: tuple[str, str, str] | None = None
@@ -311,7 +307,7 @@ class Episode:
         """End the open turn with the model's ``reply``: score it, then open the next turn or finish."""
         if self._result is not None:
             return Step(done=True, result=self._result)
-        if not await self._deployed():
+        if not await self.ready():
             return Step(done=True, result=self._result)
         turn = self.task.turns[self.turn]
         self.replies.append(reply)
