@@ -207,7 +207,7 @@ def test_a_server_gone_leaves_no_one_listening_on_its_port(matrix: Matrix, ledge
     server = matrix.serve()
     record = run(play(Shared(server.url), "proc-echo", [("echo", {"text": "sub"})], "sub"))  # starts the reaper too
     assert matrix.saw(record).reward == 1.0
-    reapers = [pid for pid, cmdline in marked(matrix.mark) if "_reaper.py" in cmdline]
+    reapers = [pid for pid, cmdline in marked(matrix.mark) if "sandbox/reaper.py" in cmdline]
     assert len(reapers) == 1
     held = [os.readlink(f"/proc/{reapers[0]}/fd/{fd}") for fd in os.listdir(f"/proc/{reapers[0]}/fd")]
     assert not [link for link in held if link.startswith("socket:")], held  # the server's listening socket
