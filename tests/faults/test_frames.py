@@ -74,15 +74,21 @@ def test_a_frame_over_the_frame_limit_ends_the_connection_with_1009_and_its_epis
     matrix: Matrix, ledger: Ledger
 ) -> None:
     server = matrix.serve("--max-message-bytes", "100000", "--max-frame-bytes", "1000000")
+    before_close: list[object] = []
     with open_ws(server.url, max_size=None) as ws:
         ask(ws, {"type": "reset", "data": reset_data(task_id="echo")})
-        ws.send(_call({"text": "x" * 2_000_000}))
-        before_close = []
-        with pytest.raises(ConnectionClosed) as closed:
+        try:
+            ws.send(_call({"text": "x" * 2_000_000}))
             while True:
                 before_close.append(ws.recv(timeout=30))
+        except ConnectionClosed as exc:
+            closed = exc
     assert before_close == []  # no answer: the frame was not read
-    assert closed.value.rcvd is not None and closed.value.rcvd.code == 1009  # "message too big", documented
+    # "message too big", documented; where the server closed while 2 MB of the frame were still on their way (the
+    # frame goes uncompressed, so a loaded machine may have sent part of it only), TCP resets the connection and the
+    # close frame may not reach this side: then nothing was received, never another code
+    assert closed.rcvd is None or closed.rcvd.code == 1009, closed
+    assert closed.rcvd is not None or isinstance(closed.__cause__, ConnectionResetError | BrokenPipeError), closed
     assert ledger.wait_for("teardown", 1) == 1
     code, stderr = server.terminate()
     assert code == 0 and "Traceback" not in stderr
