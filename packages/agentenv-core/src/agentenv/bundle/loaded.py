@@ -15,42 +15,18 @@ from typing import Any
 
 from agentenv.bundle.installed import find_bundle
 from agentenv.bundle.loader import Loader
-from agentenv.bundle.tasksources import RawTask
-from agentenv.bundle.toolsets import effective_tools
 from agentenv.env import Tool
 from agentenv.errors import BundleProblem
 from agentenv.plugins import Plugins, plugins
 from agentenv.specs import (
-    BASH_TOOL,
     BUNDLE_FILE,
     AgentSpec,
     EnvSpec,
-    RewardSpec,
-    SolutionCall,
-    SolutionTurn,
     Task,
     Toolset,
-    Turn,
-    VerifierSpec,
 )
 
-__all__ = [
-    "BASH_TOOL",
-    "BUNDLE_FILE",
-    "AgentSpec",
-    "Bundle",
-    "EnvSpec",
-    "RawTask",
-    "RewardSpec",
-    "SolutionCall",
-    "SolutionTurn",
-    "Task",
-    "Toolset",
-    "Turn",
-    "VerifierSpec",
-    "effective_tools",
-    "load_bundle",
-]
+__all__ = ["Bundle", "load_bundle"]  # the face, agentenv.bundle, names the rest
 
 
 @dataclass

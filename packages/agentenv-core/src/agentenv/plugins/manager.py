@@ -28,42 +28,20 @@ from agentenv.plugins.checks import (
     check_record,
     installed_version,
 )
-from agentenv.plugins.hookspecs import NAME, SPEC_CLASSES, hookimpl, hookspec
+from agentenv.plugins.hookspecs import NAME, SPEC_CLASSES
 from agentenv.plugins.records import (
     AgentKind,
     CliCommand,
     EnvKind,
     Integration,
     ObservedEpisode,
-    Problem,
     RewardRule,
     Sandbox,
     TaskSource,
     VerifierKind,
 )
-from agentenv.plugins.targets import resolve
 
-__all__ = [
-    "NAME",
-    "AgentKind",
-    "CliCommand",
-    "EnvKind",
-    "Integration",
-    "ObservedEpisode",
-    "PluginInfo",
-    "PluginProblem",
-    "Plugins",
-    "Problem",
-    "RewardRule",
-    "Sandbox",
-    "TaskSource",
-    "VerifierKind",
-    "hookimpl",
-    "hookspec",
-    "plugins",
-    "reset_plugins",
-    "resolve",
-]
+__all__ = ["Plugins", "plugins", "reset_plugins"]  # the face, agentenv.plugins, names the rest
 
 log = logging.getLogger("agentenv.plugins")  # the name users configure; kept when the module moved
 
