@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 from agentenv import load_bundle
+from agentenv.engine import task_row
 from agentenv.errors import BundleError
-from agentenv_server.environment import task_row
 from hypothesis import given
 from hypothesis import strategies as st
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 PACKAGES = Path(__file__).resolve().parents[2] / "packages"
-FOLDERS = ("plugins", "sandbox", "bundle", "engine", "record", "client", "evaluate", "cli")
+FOLDERS = ("plugins", "sandbox", "bundle", "engine", "record", "client", "local", "evaluate", "cli")
 BELOW = {  # a core layer -> the core layers it may import (besides itself and the contracts)
     "contracts": set(),
     "plugins": set(),
@@ -27,14 +27,11 @@ BELOW = {  # a core layer -> the core layers it may import (besides itself and t
     "engine": {"plugins", "sandbox", "bundle"},
     "record": {"engine"},
     "client": set(),
-    "evaluate": {"client"},
-    "cli": {"plugins", "sandbox", "bundle", "engine", "record", "client", "evaluate"},
+    "local": {"plugins", "sandbox", "bundle", "engine", "record", "client"},  # the client's in-process transport
+    "evaluate": {"client", "local"},
+    "cli": {"plugins", "sandbox", "bundle", "engine", "record", "client", "local", "evaluate"},
 }
-KNOWN = {  # (importer, imported) out of line today -> what removes it
-    ("agentenv.evaluate.runner", "agentenv_server"): "#22 item 3: eval plays a bundle folder in process, no server",
-    ("agentenv.evaluate.runner", "agentenv_server.runner"): "#22 item 3, as above",
-    ("agentenv.evaluate.runner", "agentenv.bundle.installed"): "#22 item 3: the CLI resolves the bundle's name",
-}
+KNOWN: dict[tuple[str, str], str] = {}  # (importer, imported) out of line today -> what removes it
 
 
 @dataclass(frozen=True)

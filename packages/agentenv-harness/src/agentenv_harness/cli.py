@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
-import uuid
 from typing import Any
 
 from agentenv import interrupts
@@ -55,16 +54,10 @@ def run_run(args: argparse.Namespace) -> int:
         if not key:
             raise AgentEnvError(f"--key-var {args.key_var}: ${args.key_var} is not set; export it")
     _require_solver(bundle, task, args.agent)
-    recorder = None
-    if args.record:
-        from agentenv.record import Recorder
+    from agentenv.local import Here
 
-        recorder = Recorder(args.record)
-    try:
-        report, captured = interrupts.run(_run(bundle, task, args, key, recorder))
-    finally:
-        if recorder is not None:
-            recorder.close()
+    here = Here(bundle, tool_timeout=args.tool_timeout, reset_timeout=args.deploy_timeout, record=args.record)
+    report, captured = interrupts.run(_run(here, task, args, key))
     _print(report, captured, args)
     return 0 if report.result.outcome == "scored" else 1
 
@@ -83,27 +76,27 @@ def _require_solver(bundle: Any, task: Any, agent: str | None) -> None:
         raise AgentEnvError(f"{missing}; then run again (agentenv plugins shows which agent kinds run here)")
 
 
-async def _run(
-    bundle: Any, task: Any, args: argparse.Namespace, key: str | None, recorder: Any = None
-) -> tuple[Any, Any]:
+async def _run(here: Any, task: Any, args: argparse.Namespace, key: str | None) -> tuple[Any, Any]:
+    """Play ``task`` in this process (``here``: ``agentenv.local.Here``), closing ``here`` after."""
+    try:
+        return await _play(here, task, args, key)
+    finally:
+        await here.aclose()
+
+
+async def _play(here: Any, task: Any, args: argparse.Namespace, key: str | None) -> tuple[Any, Any]:
     import httpx
+    from agentenv.client import Session
     from agentenv.launch import Endpoint
 
     from .capture import CaptureProxy, require_tokens
-    from .episodes import LocalEpisode
     from .play import Play
     from .tasks import solver_for
 
+    bundle = here.bundle
     solver = solver_for(bundle, args.agent)
     kinds = bundle.plugin_set.agent_kinds() if bundle.plugin_set else {}
-    episode = LocalEpisode(
-        bundle,
-        task,
-        tool_timeout=args.tool_timeout,
-        deploy_timeout=args.deploy_timeout,
-        episode_id=uuid.uuid4().hex,
-        recorder=recorder,
-    )
+    episode = Session(here.shared(client="agentenv run"))
     if not args.capture:
         policy = Endpoint(args.llm_url, args.model, key)
         play = Play(

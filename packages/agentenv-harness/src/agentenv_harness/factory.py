@@ -24,14 +24,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agentenv.bundle import Bundle, Task
+from agentenv.client import Session, Shared
 from agentenv.errors import AgentEnvError, EpisodeLost
 from agentenv.launch import Endpoint
+from agentenv.local import Here
 from agentenv.wire import Failure
 
 from ._threads import BackgroundLoop
 from ._version import check_openenv, check_trl
 from .capture import CaptureProxy, policy_model, require_tokens
-from .episodes import EpisodeHandle, LocalEpisode, RemoteEpisode
 from .play import Play, PlayReport
 from .tasks import load, plan, refuse_empty, solver_for, task_of_prompt
 
@@ -104,6 +105,9 @@ class AgentEnvSessionFactory(ResourceSessionFactory["AgentEnvSession"]):
         self.env_url, self.env_token_var = env_url, env_token_var
         self.deadline, self.tool_timeout, self.deploy_timeout = float(deadline), float(tool_timeout), deploy_timeout
         self.keep_workdirs = keep_workdirs
+        # without env_url the episodes are played in this process, by the engine agentenv serve runs
+        here = Here(self.bundle, tool_timeout=tool_timeout, reset_timeout=deploy_timeout) if env_url is None else None
+        self._here = here
         self.kinds = self.bundle.plugin_set.agent_kinds() if self.bundle.plugin_set else {}
         if check_llm:
             require_tokens(self.llm_url, model)
@@ -146,31 +150,27 @@ class AgentEnvSessionFactory(ResourceSessionFactory["AgentEnvSession"]):
             self._closed = True
         for session in list(self._live):
             session.close()
+        if self._here is not None:
+            self._loop.run(self._here.aclose())
         self._loop.run(self._http.aclose())
         self.proxy.stop()
         self._loop.stop()
         atexit.unregister(self.close)
 
-    def _episode(self, task: Task, episode_id: str) -> EpisodeHandle:
-        if self.env_url is None:
-            return LocalEpisode(
-                self.bundle,
-                task,
-                tool_timeout=self.tool_timeout,
-                deploy_timeout=self.deploy_timeout,
-                episode_id=episode_id,
-            )
-        from agentenv.client import Shared
-
+    def _session(self) -> Session:
+        """A session for one rollout: on the server at ``env_url`` (waited out while it is busy), else in this
+        process."""
+        if self._here is not None:
+            return Session(self._here.shared(client="harness"))
         shared = Shared(
-            self.env_url,
+            self.env_url or "",
             token_var=self.env_token_var,
             tool_timeout=self.tool_timeout,
             reset_timeout=self.deploy_timeout,
             waits_for_server=True,
             client="harness",
         )
-        return RemoteEpisode(shared, task.id)
+        return Session(shared)
 
 
 class AgentEnvSession(ResourceSession):
@@ -233,7 +233,7 @@ class AgentEnvSession(ResourceSession):
         self.play = Play(
             factory.bundle,
             self.task,
-            factory._episode(self.task, self.episode_id),
+            factory._session(),
             policy=Endpoint(f"{factory.proxy.url}/v1", self.model, key),
             kinds=factory.kinds,
             solver=factory.solver,

@@ -24,15 +24,15 @@ from pathlib import Path
 from typing import Any
 
 from agentenv.bundle import Bundle, Task
+from agentenv.client import Session
 from agentenv.engine import AgentDirs, AgentExit, AgentProcess, openings_for
 from agentenv.errors import AgentEnvError, EpisodeLost
 from agentenv.launch import AgentRequest, Endpoint, McpServer
 from agentenv.plugins import AgentKind
 from agentenv.sandbox import SandboxUnavailable
 from agentenv.specs import AgentSpec, EndpointSpec
-from agentenv.wire import EpisodeResult, Failure
+from agentenv.wire import EpisodeResult, Failure, Tool
 
-from .episodes import EpisodeHandle
 from .mcp import ToolServer
 
 __all__ = ["USER_PROMPT", "Play", "PlayReport"]
@@ -76,16 +76,17 @@ def _fail(kind: str, message: str) -> _AgentFailed:
 class Play:
     """One play of ``task`` by its deployed agents; ``await run()`` returns the report (cancel it to stop).
 
-    ``policy`` is the endpoint the solver calls (the capture proxy while training). ``solver`` swaps the
-    task's solver. ``model_calls`` counts the calls the policy endpoint has seen from this play (the
-    capture session's): a turn that adds none failed (the agent never reached its model).
+    The episode is a ``Rollout`` on ``session`` (a server's, or a bundle played in this process: ``agentenv.local``);
+    the play closes the session when it ends. ``policy`` is the endpoint the solver calls (the capture proxy while
+    training). ``solver`` swaps the task's solver. ``model_calls`` counts the calls the policy endpoint has seen from
+    this play (the capture session's): a turn that adds none failed (the agent never reached its model).
     """
 
     def __init__(
         self,
         bundle: Bundle,
         task: Task,
-        episode: EpisodeHandle,
+        session: Session,
         *,
         policy: Endpoint,
         kinds: Mapping[str, AgentKind],
@@ -97,7 +98,9 @@ class Play:
     ) -> None:
         self.bundle = bundle
         self.task = task
-        self.episode = episode
+        self.session = session
+        self.rollout = session.rollout(task.id)
+        self.tools: list[Tool] = []
         self.policy = policy
         self.kinds = kinds
         step = task.deployed("solver")
@@ -128,11 +131,11 @@ class Play:
         try:
             try:
                 async with asyncio.timeout(self.deadline):
-                    await self.episode.start()
+                    self.tools = list((await self.rollout.start()).tools)
                     kind = self.kinds[self.solver.kind]
                     mcp: McpServer | None = None
-                    if self.episode.tools and kind.mcp:
-                        tools = ToolServer(self.episode.tools, self._call, asyncio.get_running_loop())
+                    if self.tools and kind.mcp:
+                        tools = ToolServer(self.tools, self._call, asyncio.get_running_loop())
                         mcp = await asyncio.to_thread(tools.start)
                     await self._turns(kind, mcp, runs)
             except TimeoutError:
@@ -144,7 +147,10 @@ class Play:
         finally:
             if tools is not None:
                 await asyncio.to_thread(tools.stop)
-            result = await self.episode.close()
+            try:
+                result = await self.rollout.finish()
+            finally:
+                await self.session.close()
             if failure is not None and result.outcome != "failed":
                 result = EpisodeResult(
                     task_id=self.task.id,
@@ -185,10 +191,10 @@ class Play:
                     f"the capture proxy on turn {turn + 1} (a wrong base URL, an unresolved model or a "
                     f"refused key); its output: {exit_.output[-_TAIL:]}",
                 )
-            following = await self.episode.end_turn(exit_.reply)
-            if following is None:
+            following = await self.rollout.end_turn(exit_.reply)
+            if following.done:
                 return
-            prompt = await self._user_says(turn + 1, following, exit_.reply)
+            prompt = await self._user_says(turn + 1, following.prompt or "", exit_.reply)
 
     async def _run_solver(self, kind: AgentKind, turn: int, prompt: str, mcp: McpServer | None) -> AgentExit:
         dirs = AgentDirs(self.root / "solver")
@@ -203,7 +209,7 @@ class Play:
             home=dirs.home,
             bundle_dir=self.bundle.path.resolve(),
             mcp=mcp,
-            tools=tuple(self.episode.tools),
+            tools=tuple(self.tools),
         )
         self._solver_process = await self._launch(kind, request, dirs, "solver")
         return await self._wait(self._solver_process, "solver")
@@ -278,10 +284,11 @@ class Play:
         if self._lost is not None:
             return self._lost.brief(), True
         try:
-            return await self.episode.call(tool, args)
+            answer = await self.rollout.call(tool, args)
         except EpisodeLost as exc:
             self._lost = exc
             if self._solver_process is not None:
                 with contextlib.suppress(Exception):
                     await self._solver_process.kill()
             return exc.brief(), True
+        return answer.text, answer.error

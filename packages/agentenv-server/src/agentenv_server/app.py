@@ -21,7 +21,6 @@ from ._openenv import import_openenv
 
 import_openenv()  # before any openenv import: keeps OpenEnv's Gradio UI out of the server process
 
-from agentenv import wire
 from agentenv.bundle import Bundle, load_bundle
 from agentenv.engine import RewardArg, ToolThreads, pool_size
 from agentenv.errors import AgentEnvError
@@ -294,7 +293,6 @@ def _watched(served: Served, guard: GuardState, capacity: int) -> None:
 
 def _own_routes(app: FastAPI, served: Served, capacity: int) -> None:
     """agentenv's routes beside OpenEnv's: ``HEAD /health``, ``GET /agentenv`` and ``GET /metrics``."""
-    bundle = served.bundle
 
     @app.get("/metrics", include_in_schema=False)
     async def metrics() -> Response:
@@ -311,17 +309,7 @@ def _own_routes(app: FastAPI, served: Served, capacity: int) -> None:
         """What this server serves: protocol version, bundle, splits and limits (``agentenv.wire.ServerInfo``)."""
         from ._version import __version__
 
-        return wire.ServerInfo(
-            protocol=wire.PROTOCOL,
-            name=bundle.name,
-            description=bundle.description,
-            version=__version__,
-            splits={s: len(bundle.split(s)) for s in bundle.splits},
-            max_message_bytes=served.max_message_bytes,
-            max_concurrent_envs=capacity,
-            tool_timeout=served.tool_timeout,
-            reset_timeout=served.reset_timeout,
-        ).model_dump()
+        return served.info(__version__, capacity)
 
 
 async def close_sessions(app: FastAPI) -> int:

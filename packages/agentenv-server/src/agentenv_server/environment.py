@@ -1,8 +1,8 @@
 """``BundleEnvironment``: one OpenEnv session of a served bundle, playing one episode at a time.
 
-Its action and observation classes are OpenEnv's, with the fields of ``agentenv.wire`` (one definition
-for both sides). A request the server refuses (an unknown task, a step with no episode) is answered with
-an ``error`` observation naming the fix, and the session goes on.
+What a reset and a step do is the engine's (``agentenv.engine.Service``, the code ``agentenv.local`` plays in
+process); this module gives it OpenEnv's classes, with the fields of ``agentenv.wire`` (one definition for both
+sides), and the server's bookkeeping: the sessions alive at shutdown, the metrics, the records.
 """
 
 from __future__ import annotations
@@ -19,10 +19,8 @@ from ._openenv import import_openenv
 import_openenv()  # before any openenv import: keeps OpenEnv's Gradio UI out of the server process
 
 from agentenv import wire
-from agentenv.bundle import Bundle, Task
-from agentenv.engine import Episode, RewardArg, Step, ToolThreads
+from agentenv.engine import Deployment, Episode, Service, unknown_split
 from agentenv.record import Recorder
-from agentenv.wire import Code, Event, Op, Problem, TaskRow, ToolsetInfo
 from openenv.core.env_server.interfaces import Environment
 from openenv.core.env_server.types import Action, EnvironmentMetadata, Observation, State
 
@@ -53,21 +51,10 @@ class EpisodeObservation(wire.ObservationFields, Observation):
         return super().model_dump(**kwargs)
 
 
-def answer(**fields: Any) -> EpisodeObservation:
-    """An observation of the fields given (only those are sent)."""
-    return EpisodeObservation(**fields)
-
-
 @dataclass
-class Served:
-    """Server-wide state every session's environment shares."""
+class Served(Service):
+    """Server-wide state every session's environment shares: the engine's service and the server's own."""
 
-    bundle: Bundle
-    tool_timeout: float
-    reset_timeout: float
-    reward: RewardArg
-    threads: ToolThreads
-    max_message_bytes: int = 0
     live: set[BundleEnvironment] = field(default_factory=set)
     loop: asyncio.AbstractEventLoop | None = None
     episodes_started: int = 0
@@ -82,6 +69,10 @@ class Served:
         if self.recorder is not None:
             self.recorder.episode_ended(episode, result)
 
+    def deployment(self, toolset_key: str) -> Deployment | None:
+        """A deployment kept ready for ``toolset_key`` (``warm``), or None."""
+        return self.ahead.take(toolset_key) if self.ahead is not None else None
+
     def in_background(self, coro: Coroutine[Any, Any, Any]) -> None:
         """Run ``coro`` as a task on the running loop, holding on to it until it is done."""
         task = asyncio.get_running_loop().create_task(coro)
@@ -89,12 +80,8 @@ class Served:
         task.add_done_callback(self.background.discard)
 
 
-def _error(code: str, message: str) -> EpisodeObservation:
-    return answer(event=Event.ERROR, problem=Problem(code=code, message=message))
-
-
 class BundleEnvironment(Environment[EpisodeAction, EpisodeObservation, State]):
-    """One OpenEnv session: plays one episode of the bundle at a time."""
+    """One OpenEnv session: plays one episode of the bundle at a time (``agentenv.engine.Player``)."""
 
     SUPPORTS_CONCURRENT_SESSIONS = True
     # OpenEnv gives each session a thread of its own to create and close its env in, unless the env asks for one
@@ -105,182 +92,51 @@ class BundleEnvironment(Environment[EpisodeAction, EpisodeObservation, State]):
     def __init__(self, served: Served) -> None:
         super().__init__()
         self._served = served
-        self._episode: Episode | None = None
-        self._ending: Episode | None = None  # the last episode ended, whose teardown may still run
-        self._steps = 0  # a plain counter: OpenEnv's State validates every assignment
+        self._player = served.player(self._began)
+
+    @property
+    def _episode(self) -> Episode | None:
+        return self._player.episode
+
+    def _began(self, episode: Episode) -> None:
+        """An episode of this session is about to start: counted, and known to shutdown and the guard."""
+        served = self._served
+        served.live.add(self)
+        served.episodes_started += 1
+        served.metrics.episode_started(episode.purpose)
+        conn = current_connection.get()
+        if conn is not None:
+            conn.env = self
 
     # -- episodes ----------------------------------------------------------------------------
 
     async def reset_async(
-        self,
-        seed: int | None = None,
-        episode_id: str | None = None,
-        task_id: str | None = None,
-        split: str | None = None,
-        index: int | None = None,
-        purpose: str = "play",
-        protocol: int | None = None,
-        attempt: dict[str, Any] | None = None,
-        **unknown: Any,
+        self, seed: int | None = None, episode_id: str | None = None, **fields: Any
     ) -> EpisodeObservation:
         """Start a task (by ``task_id``, or ``split`` and ``index``); answers before the deploy ends."""
-        del seed  # tasks are fixed; sampling is the trainer's business
-        served = self._served
-        served.loop = asyncio.get_running_loop()
-        if protocol != wire.PROTOCOL:
-            said = "no protocol version (agentenv-core before 0.2)" if protocol is None else f"protocol {protocol}"
-            return _error(
-                Code.BAD_RESET,
-                f"the client speaks {said}; this server speaks agentenv protocol {wire.PROTOCOL}: upgrade the "
-                "client's agentenv-core (or this server) so they match",
-            )
-        if unknown:
-            return _error(
-                Code.BAD_RESET, f"unknown reset field(s) {', '.join(sorted(unknown))}; send task_id, or split and index"
-            )
-        if purpose not in ("play", "probe", "check"):
-            return _error(Code.BAD_RESET, f"purpose {purpose!r} is not one of play, probe, check")
-        try:
-            tag = wire.read(wire.Attempt, attempt, "the reset's attempt") if attempt is not None else None
-        except wire.WireError as exc:
-            return _error(Code.BAD_RESET, str(exc))
-        task = self._resolve(task_id, split, index)
-        if isinstance(task, EpisodeObservation):
-            return task
-        await self.end_episode()
-        bundle = served.bundle
-        ahead = served.ahead if purpose == "play" else None  # a probe lists tools: it deploys nothing
-        episode = Episode(
-            bundle,
-            task,
-            tool_timeout=served.tool_timeout,
-            deploy_timeout=served.reset_timeout,
-            reward=served.reward,
-            episode_id=episode_id,
-            purpose=purpose,  # type: ignore[arg-type]
-            threads=served.threads,
-            attempt=tag,
-            on_end=served.episode_ended,
-            deployment=ahead.take(bundle.toolset_key(task)) if ahead is not None else None,
-        )
-        self._episode = episode
-        served.live.add(self)
-        served.episodes_started += 1
-        served.metrics.episode_started(purpose)
-        self._steps = 0
-        conn = current_connection.get()
-        if conn is not None:
-            conn.env = self
-        await episode.start()
-        return answer(
-            event=Event.STARTED,
-            protocol=wire.PROTOCOL,
-            episode_id=episode.episode_id,
-            task_id=task.id,
-            split=task.split,
-            index=bundle.index_of(task),
-            turn=1,
-            turns=len(task.turns),
-            system=task.system,
-            prompt=task.turns[0].prompt,
-            tools=[t.as_dict() for t in episode.tools],
-            toolset_key=bundle.toolset_key(task),
-            deployed=episode.deployed,
-            max_message_bytes=served.max_message_bytes,
-            done=episode.result is not None,
-            result=episode.result.as_dict() if episode.result is not None else None,
-        )
-
-    def _resolve(self, task_id: str | None, split: str | None, index: int | None) -> Task | EpisodeObservation:
-        bundle = self._served.bundle
-        if task_id is not None:
-            if split is not None or index is not None:
-                return _error(Code.BAD_RESET, "send task_id, or split and index, not both")
-            try:
-                return bundle.task(task_id)
-            except KeyError:
-                return _error(
-                    Code.UNKNOWN_TASK,
-                    f"bundle {bundle.name!r} has no task {task_id!r}; read the task ids "
-                    "from the Task API (agentenv.client.taskapi.read_tasks)",
-                )
-        if split is None or index is None:
-            return _error(Code.BAD_RESET, "reset needs task_id, or split and index")
-        if split not in bundle.splits:
-            return _error(Code.UNKNOWN_SPLIT, unknown_split(bundle, split))
-        tasks = bundle.split(split)
-        if not isinstance(index, int) or not 0 <= index < len(tasks):
-            return _error(
-                Code.UNKNOWN_TASK,
-                f"split {split!r} has {len(tasks)} tasks; index {index!r} is not in 0..{len(tasks) - 1}",
-            )
-        return tasks[index]
+        self._served.loop = asyncio.get_running_loop()
+        return EpisodeObservation(**await self._player.reset(seed, episode_id, **fields))
 
     async def step_async(
         self, action: EpisodeAction, timeout_s: float | None = None, **kwargs: Any
     ) -> EpisodeObservation:
         """Run one episode action."""
-        episode = self._episode
-        if episode is None:
-            return _error(Code.NO_EPISODE, "no episode is running: send a reset first (task_id, or split and index)")
-        self._steps += 1
-        if action.op == Op.CALL:
-            step = await episode.call(action.tool, action.args)
-            return self._answer(episode, step, Event.TOOL, tool=action.tool)
-        if action.op == Op.END_TURN:
-            step = await episode.end_turn(action.reply)
-            return self._answer(episode, step, Event.TURN)
-        if action.op == Op.FINISH:
-            await episode.close()
-        return self._answer(episode, Step(done=episode.result is not None, result=episode.result), Event.RESULT)
-
-    def _answer(self, episode: Episode, step: Step, event: str, *, tool: str = "") -> EpisodeObservation:
-        result = step.result
-        if step.done and result is not None:
-            if episode.closed:
-                self._served.live.discard(self)
-            return answer(
-                event=Event.RESULT,
-                episode_id=episode.episode_id,
-                task_id=episode.task.id,
-                turn=min(episode.turn + 1, len(episode.task.turns)),
-                turns=len(episode.task.turns),
-                tool=tool,
-                deployed=episode.deployed,
-                result=result.as_dict(),
-                done=True,
-                reward=result.reward,
-            )
-        if event == Event.TURN:
-            fields: dict[str, Any] = {"prompt": step.text}
-        else:
-            fields = {"tool": tool, "text": step.text, "error": step.error}
-        return answer(
-            event=event,
-            episode_id=episode.episode_id,
-            task_id=episode.task.id,
-            turn=episode.turn + 1,
-            turns=len(episode.task.turns),
-            deployed=episode.deployed,
-            **fields,
-        )
+        answer = await self._player.step(action)
+        if not self._player.playing:
+            self._served.live.discard(self)
+        return EpisodeObservation(**answer)
 
     def abandon(self, kind: str, message: str) -> None:
         """Fail the running episode as ``kind`` (a row of the fault table): its client went, the server stops."""
-        if self._episode is not None:
-            self._episode.abandon(kind, message)
+        self._player.abandon(kind, message)
 
     async def end_episode(self) -> None:
         """Tear the running episode down (at the end of the session, at shutdown, when the client goes); returns
         once it is torn down, also when a teardown begun elsewhere is still running."""
-        episode = self._episode or self._ending
-        self._episode, self._ending = None, episode
-        if episode is None:
-            return
         try:
-            await episode.close()  # once per episode: a second caller waits for the same teardown
+            await self._player.end_episode()
         finally:
-            if self._episode is None:
+            if not self._player.playing:
                 self._served.live.discard(self)
 
     def reset(self, seed: int | None = None, episode_id: str | None = None, **kwargs: Any) -> EpisodeObservation:
@@ -292,7 +148,7 @@ class BundleEnvironment(Environment[EpisodeAction, EpisodeObservation, State]):
     @property
     def state(self) -> State:
         episode_id = self._episode.episode_id if self._episode is not None else None
-        return State(episode_id=episode_id, step_count=self._steps)
+        return State(episode_id=episode_id, step_count=self._player.steps)
 
     def close(self) -> None:
         """Tear the running episode down (OpenEnv calls this when the session ends, on its one shared thread).
@@ -330,62 +186,35 @@ class BundleEnvironment(Environment[EpisodeAction, EpisodeObservation, State]):
 
     def list_splits(self) -> list[dict[str, Any]]:
         """The splits, each with its task count."""
-        bundle = self._served.bundle
-        return [{"name": s, "type": _split_type(s), "num_tasks": len(bundle.split(s))} for s in bundle.splits]
+        return self._served.splits()
 
     def num_tasks(self, split: str) -> int:
         """How many tasks ``split`` has."""
-        return len(self._split(split))
+        self._rows(split, 0, 0)  # a 404 naming the splits for an unknown one
+        return len(self._served.bundle.split(split))
 
     def list_tasks(self, split: str) -> list[dict[str, Any]]:
         """Every task of ``split`` with its first prompt and toolset (``agentenv.wire.TaskRow``)."""
-        return [task_row(self._served.bundle, t, i) for i, t in enumerate(self._split(split))]
+        return self._rows(split)
 
     def get_task(self, split: str, index: int) -> dict[str, Any]:
         """One task of ``split``."""
-        tasks = self._split(split)
-        if not 0 <= index < len(tasks):
+        rows = self._rows(split, index, index + 1) if index >= 0 else []
+        if not rows:
             raise IndexError(index)
-        return task_row(self._served.bundle, tasks[index], index)
+        return rows[0]
 
     def get_task_range(self, split: str, start: int | None = None, stop: int | None = None) -> list[dict[str, Any]]:
         """Tasks ``start`` to ``stop`` of ``split`` (a page of them)."""
-        tasks = self._split(split)
-        begin = start or 0
-        return [task_row(self._served.bundle, t, begin + i) for i, t in enumerate(tasks[begin:stop])]
+        return self._rows(split, start or 0, stop)
 
-    def _split(self, split: str) -> list[Task]:
+    def _rows(self, split: str, start: int = 0, stop: int | None = None) -> list[dict[str, Any]]:
         from fastapi import HTTPException
 
-        bundle = self._served.bundle
-        if split not in bundle.splits:
+        try:
+            return self._served.task_range(split, start, stop)
+        except KeyError:
+            bundle = self._served.bundle
             raise HTTPException(
                 status_code=404, detail={"message": unknown_split(bundle, split), "splits": bundle.splits}
-            )
-        return bundle.split(split)
-
-
-def task_row(bundle: Bundle, task: Task, index: int) -> dict[str, Any]:
-    """The Task API row of ``task`` (``agentenv.wire.TaskRow``, as JSON)."""
-    toolset = bundle.toolset(task)
-    access = {n: {"deny": toolset.deny.get(n, []), "allow": toolset.allow.get(n, [])} for n in toolset.envs}
-    return TaskRow(
-        id=task.id,
-        split=task.split,
-        index=index,
-        system=task.system,
-        prompt=task.turns[0].prompt,
-        turns=len(task.turns),
-        steps=list(task.step_ids),
-        toolset_key=bundle.toolset_key(task),
-        toolset=ToolsetInfo(envs=list(toolset.envs), role=toolset.role, access=access, bash=toolset.bash),
-    ).model_dump()
-
-
-def _split_type(split: str) -> str:
-    return split if split in {"train", "validation", "test"} else ("validation" if split == "eval" else "train")
-
-
-def unknown_split(bundle: Bundle, split: str) -> str:
-    """The message for a split the bundle lacks, naming those it has."""
-    return f"bundle {bundle.name!r} has no split {split!r}; its splits: {', '.join(bundle.splits)}"
+            ) from None

@@ -1,5 +1,5 @@
-"""Where a writer reads the tasks: the server at a URL, or a bundle (a folder or an installed bundle's name) served on
-loopback in this process while it writes, with the loops pointed at the server the training run will reach."""
+"""Where a writer reads the tasks: the server at a URL, or a bundle (a folder or an installed bundle's name) played in
+this process while it writes (``agentenv.local``), with the loops pointed at the server the training run will reach."""
 
 from __future__ import annotations
 
@@ -21,10 +21,11 @@ DEFAULT_SERVER_URL = "http://127.0.0.1:8000"  # agentenv serve's own default hos
 
 @contextlib.contextmanager
 def tasks_from(target: str, server_url: str | None) -> Iterator[tuple[str, Shared | None]]:
-    """``(url, source)``: the URL the loops are written to reach, and where the tasks are read when not from it (a
-    loopback server of the bundle ``target`` names, for as long as the block runs; None for a URL ``target``)."""
+    """``(url, source)``: the URL the loops are written to reach, and where the tasks are read when not from it (the
+    bundle ``target`` names, played in this process for as long as the block runs; None for a URL ``target``)."""
     from agentenv.bundle import find_bundle
-    from agentenv.evaluate import is_url, loopback
+    from agentenv.evaluate import is_url
+    from agentenv.local import Here
 
     if is_url(target):
         if server_url is not None:
@@ -36,11 +37,14 @@ def tasks_from(target: str, server_url: str | None) -> Iterator[tuple[str, Share
         return
     folder = find_bundle(target)  # an installed bundle's name gives its folder; a BundleError names the choices
     url = server_url or DEFAULT_SERVER_URL
-    with loopback(folder, f"writing {target} by name") as source:
+    here = Here(folder)
+    try:
         print(
-            f"reading the tasks of {folder} from a loopback server in this process; the loops will reach {url}: "
+            f"reading the tasks of {folder} in this process; the loops will reach {url}: "
             f"serve it there for training (agentenv serve {target} --port {urlsplit(url).port or 8000}), or write "
             "with --server-url URL",
             file=sys.stderr,
         )
-        yield url, source
+        yield url, here.shared()
+    finally:
+        here.close()

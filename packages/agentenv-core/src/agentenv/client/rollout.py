@@ -58,6 +58,7 @@ class SessionLike(Protocol):
     async def start(self, task_id: str, *, attempt: Attempt | None = None) -> Started: ...
     async def call(self, tool: str, args: dict[str, Any]) -> ToolAnswer: ...
     async def end_turn(self, reply: str) -> TurnAnswer: ...
+    async def finish(self) -> EpisodeResult: ...
 
 
 class Rollout:
@@ -165,6 +166,27 @@ class Rollout:
             )
             result = self.result
         assert result is not None
+        self.record.result = result
+        return result
+
+    async def finish(self) -> EpisodeResult:
+        """End the attempt now, however it stands, and return its result: when over, the result (``failed`` when
+        lost); when turns are left, the episode is torn down ``unscored``; when it never started, ``failed`` with the
+        start's failure (or ``unscored``, closed first). Never raises ``EpisodeLost``."""
+        result = self.result
+        if result is None and self.started is not None:
+            try:
+                result = await self.session.finish()
+            except EpisodeLost as exc:
+                self._lose(exc)
+                result = self.result
+            finally:
+                self._sync_seconds()
+        if result is None and self.record.failures:
+            last = self.record.failures[-1]
+            result = EpisodeResult(task_id=self.task_id, outcome="failed", failure=last, reason=last.message)
+        if result is None:
+            result = EpisodeResult(task_id=self.task_id, outcome="unscored", reason="closed before its episode started")
         self.record.result = result
         return result
 

@@ -20,7 +20,7 @@ from agentenv import wire
 from agentenv.client.lost import from_transport, lost_error, mismatch, not_run, refused
 from agentenv.client.rollout import Rollout
 from agentenv.client.settings import Shared
-from agentenv.client.transport import NOT_JSON, Closed, ErrorFrame, Transport, TransportError
+from agentenv.client.transport import NOT_JSON, Closed, Connection, ErrorFrame, Transport, TransportError
 from agentenv.errors import (
     AgentEnvError,
     EpisodeFailed,
@@ -56,7 +56,7 @@ class Session:
 
     def __init__(self, shared: Shared) -> None:
         self.shared = shared
-        self._transport: Transport | None = None
+        self._transport: Connection | None = None
         self.started: Started | None = None
         self.result: EpisodeResult | None = None
         self.deployed = False
@@ -79,8 +79,10 @@ class Session:
         """Whether the session's connection is up (the server may still close it before the next request)."""
         return self._transport is not None and self._transport.is_open
 
-    def _connection(self) -> Transport:
-        if self._transport is None:
+    def _connection(self) -> Connection:
+        if self._transport is None and self.shared.here is not None:
+            self._transport = self.shared.here.connect()
+        elif self._transport is None:
             self._transport = Transport(
                 self.shared.ws_url,
                 headers=self.shared.headers(),

@@ -8,10 +8,14 @@ import os
 import re
 import ssl
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
 from agentenv.errors import AgentEnvError, Unauthorized
 from agentenv.hosts import is_loopback
+
+if TYPE_CHECKING:
+    from agentenv.client.transport import InProcess
 
 __all__ = ["Shared"]
 
@@ -30,7 +34,8 @@ class Shared:
     past the server's own deadlines, so the server's verdict normally arrives first. ``bearer``: a token held in
     memory instead, for a server this process runs itself (``AgentEnv.local``, ``agentenv eval BUNDLE_DIR``, from
     ``agentenv_server.runner.local_token``); never shown in a repr. ``client``: who plays (``trl``, ``verl``,
-    ``eval``...), for the server's records.
+    ``eval``...), for the server's records. ``here``: the bundle is played in this process instead (``agentenv.local``
+    makes these settings, with a ``local:`` URL naming it); sessions and the Task API then go through it.
     """
 
     url: str
@@ -41,8 +46,13 @@ class Shared:
     margin: float = 10.0
     bearer: str | None = field(default=None, repr=False)
     client: str = ""
+    here: InProcess | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
+        if self.here is not None:
+            if not self.url.startswith("local:"):
+                raise AgentEnvError(f"a bundle played in this process has a local: URL, not {self.url!r}")
+            return
         if not re.match(r"^(https?|wss?)://[^/\s]+", self.url):
             raise AgentEnvError(f"server URL {self.url!r} is not of the form http://host:port; fix the URL")
         object.__setattr__(self, "url", self.url.rstrip("/"))
@@ -94,7 +104,7 @@ class Shared:
     @property
     def loopback(self) -> bool:
         """Whether the server is on this machine (no proxy is used for it)."""
-        return is_loopback(urlparse(self.http_url).hostname or "")
+        return self.here is not None or is_loopback(urlparse(self.http_url).hostname or "")
 
 
 _IN_CLEAR = (

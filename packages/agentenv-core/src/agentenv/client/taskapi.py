@@ -37,6 +37,9 @@ class _Client:
         import httpx
 
         self.shared = shared
+        self._http: httpx.Client | None = None
+        if shared.here is not None:
+            return  # played in this process: no HTTP
         self._http = httpx.Client(
             base_url=shared.http_url,
             headers=shared.headers(),
@@ -49,7 +52,8 @@ class _Client:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self._http.close()
+        if self._http is not None:
+            self._http.close()
 
     def get(self, method: str, path: str, json: Any = None) -> Any:
         """The JSON answer of ``method path``, waiting for the server when the settings say so."""
@@ -60,6 +64,7 @@ class _Client:
         delay = 0.05
         while True:
             try:
+                assert self._http is not None  # a bundle played here has no HTTP to ask
                 response = self._http.request(method, path, json=json)
                 break
             except httpx.TransportError as exc:
@@ -121,7 +126,7 @@ def _json(response: Any) -> Any:
 def _info(client: _Client) -> ServerInfo:
     shared = client.shared
     try:
-        data = client.get("GET", "/agentenv")
+        data = shared.here.info() if shared.here is not None else client.get("GET", "/agentenv")
     except ProtocolError as exc:
         if "HTTP 404" not in str(exc):
             raise
@@ -151,8 +156,12 @@ def iter_tasks(shared: Shared, split: str, *, page: int = PAGE, info: ServerInfo
                 f"{shared.url} has no split {split!r}; its splits: {', '.join(sizes)}", split=split, splits=list(sizes)
             )
         for start in range(0, sizes[split], page):
-            body = {"split": split, "start": start, "stop": min(start + page, sizes[split])}
-            rows = client.get("POST", f"/{info.name}/task_range", json=body).get("tasks")
+            stop = min(start + page, sizes[split])
+            if shared.here is not None:
+                rows: Any = shared.here.task_range(split, start, stop)
+            else:
+                body = {"split": split, "start": start, "stop": stop}
+                rows = client.get("POST", f"/{info.name}/task_range", json=body).get("tasks")
             if not isinstance(rows, list):
                 raise lost_error(
                     "protocol",

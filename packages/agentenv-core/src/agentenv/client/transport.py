@@ -6,6 +6,9 @@ The client sends ``{"type": "reset" | "step" | "state" | "close", "data": {...}}
 knows nothing of agentenv's frames (``agentenv.wire``): it moves OpenEnv's, and says what went wrong
 as ``Unreachable`` (nothing listening), ``Overloaded`` (listening, but no handshake in time; or this
 process is out of file descriptors), ``Refused``, ``ErrorFrame`` or ``Closed``.
+
+``Connection`` is the seam a session plays through: ``Transport`` over ``/ws``, or a bundle played in this process
+(``InProcess``, which ``agentenv.local`` offers), whose answers are the ones a server would send.
 """
 
 from __future__ import annotations
@@ -14,11 +17,21 @@ import asyncio
 import errno
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Protocol
 
 from agentenv.wire import MAX_FRAME
 
-__all__ = ["Closed", "ErrorFrame", "Overloaded", "Refused", "Transport", "TransportError", "Unreachable"]
+__all__ = [
+    "Closed",
+    "Connection",
+    "ErrorFrame",
+    "InProcess",
+    "Overloaded",
+    "Refused",
+    "Transport",
+    "TransportError",
+    "Unreachable",
+]
 
 TOO_LARGE = "MESSAGE_TOO_LARGE"  # agentenv.wire.Code.TOO_LARGE (this module knows nothing of agentenv's frames)
 NOT_JSON = "NOT_STANDARD_JSON"  # a frame holding NaN, Infinity or an integer Python will not write: not sent
@@ -69,6 +82,36 @@ class Closed(TransportError):
         self.code = code
         self.reason = reason
         super().__init__(f"connection closed (code {code}{', ' + reason if reason else ''})")
+
+
+class Connection(Protocol):
+    """One OpenEnv session, as ``Session`` plays it: ``Transport``'s members (see each there)."""
+
+    open_timeout: float
+
+    @property
+    def is_open(self) -> bool: ...
+    def closed(self) -> Closed | None: ...
+    async def open(self) -> None: ...
+    async def request(self, kind: str, data: Mapping[str, Any] | None = None, *, limit: int = 0) -> dict[str, Any]: ...
+    async def close(self) -> None: ...
+    def abort(self) -> None: ...
+
+
+class InProcess(Protocol):
+    """A bundle played in this process: a ``Connection`` per session, and the Task API's answers."""
+
+    def connect(self) -> Connection:
+        """A new session."""
+        ...
+
+    def info(self) -> dict[str, Any]:
+        """What ``GET /agentenv`` answers (``agentenv.wire.ServerInfo``, as JSON)."""
+        ...
+
+    def task_range(self, split: str, start: int, stop: int) -> list[dict[str, Any]]:
+        """Tasks ``start`` to ``stop`` of ``split``, as Task API rows."""
+        ...
 
 
 class Transport:

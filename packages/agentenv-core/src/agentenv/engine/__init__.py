@@ -1,9 +1,10 @@
 """The engine: episodes played on deployed envs, their verifiers and reward, env kinds, agents run as processes.
 
 An ``Episode`` plays one task: it deploys the task's toolset (a ``Deployment``, or one deployed ahead), runs tool
-calls and turns, and scores the result with the task's verifiers and reward rule (``RewardArg``). Blocking work runs on
-``ToolThreads``; subprocess envs are ``SubprocessEnv``; the built-in ``bash`` tool is ``BASH``; agents run as
-processes through ``AgentProcess``. What the policy's programs may reach is ``agentenv.sandbox``'s.
+calls and turns, and scores the result with the task's verifiers and reward rule (``RewardArg``). A ``Service``
+plays the protocol over a bundle (reset, step, the Task API's rows), one ``Player`` per session, for any transport.
+Blocking work runs on ``ToolThreads``; subprocess envs are ``SubprocessEnv``; the built-in ``bash`` tool is ``BASH``;
+agents run as processes through ``AgentProcess``. What the policy's programs may reach is ``agentenv.sandbox``'s.
 
 The names below load on first use.
 """
@@ -20,6 +21,10 @@ _EXPORTS = {
     "RewardArg": "scoring",
     "Verdict": "scoring",
     "Deployment": "deployment",
+    "Player": "service",
+    "Service": "service",
+    "task_row": "service",
+    "unknown_split": "service",
     "deploy_failure": "deployment",
     "DEFAULT_TOOL_THREADS": "threads",
     "TOOL_THREADS_VAR": "threads",
@@ -56,7 +61,9 @@ __all__ = [
     "Check",
     "Deployment",
     "Episode",
+    "Player",
     "RewardArg",
+    "Service",
     "Step",
     "SubprocessEnv",
     "ToolRecord",
@@ -72,6 +79,8 @@ __all__ = [
     "openings_for",
     "pool_size",
     "python_argv",
+    "task_row",
+    "unknown_split",
 ]
 
 if TYPE_CHECKING:
@@ -82,6 +91,7 @@ if TYPE_CHECKING:
     from agentenv.engine.envkinds import SubprocessEnv, list_tools
     from agentenv.engine.episode import Episode, Step
     from agentenv.engine.scoring import RewardArg, Verdict
+    from agentenv.engine.service import Player, Service, task_row, unknown_split
     from agentenv.engine.threads import DEFAULT_TOOL_THREADS, TOOL_THREADS_VAR, ToolThreads, default_pool, pool_size
     from agentenv.engine.verifiers import Check, ToolRecord, judge_prompt, judge_score
 

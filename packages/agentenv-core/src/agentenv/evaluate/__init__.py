@@ -38,7 +38,6 @@ _EXPORTS = {
     "evaluate": "runner",
     "run_eval": "runner",
     "is_url": "runner",
-    "loopback": "runner",
     "play_sample": "loop",
 }
 
@@ -58,7 +57,6 @@ __all__ = [
     "compare",
     "evaluate",
     "is_url",
-    "loopback",
     "pass_at_k",
     "play_sample",
     "read_samples",
@@ -72,7 +70,7 @@ if TYPE_CHECKING:
     from agentenv.evaluate.loop import play_sample
     from agentenv.evaluate.report import Comparison, Delta, compare
     from agentenv.evaluate.results import RESULTS, Sample, read_samples
-    from agentenv.evaluate.runner import EvalConfig, evaluate, is_url, loopback, run_eval
+    from agentenv.evaluate.runner import EvalConfig, evaluate, is_url, run_eval
     from agentenv.evaluate.summary import Stats, Summary, TaskStats, pass_at_k, summarize, summarize_results
 
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())

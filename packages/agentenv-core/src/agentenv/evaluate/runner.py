@@ -2,7 +2,7 @@
 time, each finished sample written to ``DIR/results.jsonl`` at once, then ``DIR/summary.json``.
 
 The bundle is reached through the session layer whether it is served elsewhere (a URL) or is a folder
-here: a folder is served in this process on a loopback port (``agentenv_server``), so both take the
+here: a folder is played in this process (``agentenv.local``), through the same sessions, so both take the
 same client path. Each worker holds one session and plays its samples one after another.
 """
 
@@ -16,13 +16,12 @@ import logging
 import re
 import time
 from collections import deque
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
 from agentenv import interrupts
-from agentenv.bundle.installed import find_bundle
 from agentenv.client.session import Session
 from agentenv.client.settings import Shared
 from agentenv.errors import AgentEnvError
@@ -32,6 +31,7 @@ from agentenv.evaluate.progress import Progress
 from agentenv.evaluate.results import RESULTS, RUN, SUMMARY, ResultsFile, Sample, write_json
 from agentenv.evaluate.summary import Summary, summarize
 from agentenv.files import locked
+from agentenv.local import played_here
 from agentenv.wire import TaskRow
 
 __all__ = ["EvalConfig", "evaluate", "run_eval"]
@@ -126,10 +126,10 @@ def is_url(target: str) -> bool:
     return bool(re.match(r"^(https?|wss?)://", target))
 
 
-@contextlib.contextmanager
-def served(config: EvalConfig) -> Iterator[Shared]:
-    """Where to play: ``config.target`` itself (its token from ``--token-var``), or a loopback server of the bundle
-    folder for the run, which answers this process only (its token, ``local_token``, is handed over in memory)."""
+@contextlib.asynccontextmanager
+async def served(config: EvalConfig) -> AsyncIterator[Shared]:
+    """Where to play: ``config.target`` itself (its token from ``--token-var``), or the bundle folder (or installed
+    bundle) played in this process for the run (``agentenv.local``: no server, no port)."""
     timeouts = {"tool_timeout": config.tool_timeout, "reset_timeout": config.reset_timeout}
     if is_url(config.target):
         if config.record is not None:
@@ -139,46 +139,14 @@ def served(config: EvalConfig) -> Iterator[Shared]:
             )
         yield Shared(config.target, token_var=config.token_var, client="eval", **timeouts)
         return
-    folder = find_bundle(config.target)  # an installed bundle's name gives its folder
-    if not (folder / "bundle.yaml").is_file():
-        raise AgentEnvError(
-            f"{config.target}: neither a server URL (http://host:port), a bundle folder (no bundle.yaml there) "
-            "nor an installed bundle's name (agentenv bundles lists them); fix BUNDLE_OR_URL"
-        )
     if config.token_var:
         raise AgentEnvError(
-            "--token-var is for a served bundle (a URL); a bundle folder is served on loopback "
+            "--token-var is for a served bundle (a URL); a bundle folder is played in this process "
             "without a token: drop --token-var"
         )
-    options = {"max_concurrent_envs": config.concurrency, **timeouts, "record": config.record}
-    with loopback(
-        folder, f"evaluating the bundle folder {config.target}", options, client="eval", **timeouts
-    ) as shared:
-        yield shared
-
-
-@contextlib.contextmanager
-def loopback(
-    folder: Path, doing: str, app_options: Mapping[str, Any] | None = None, **shared_options: Any
-) -> Iterator[Shared]:
-    """A loopback server of the bundle ``folder`` in this process while the block runs (``build_app`` with
-    ``app_options``), which answers this process only: its token (``local_token``) is handed over in memory, in the
-    ``Shared`` yielded (with ``shared_options``). Without agentenv-server, ``AgentEnvError`` saying ``doing`` needs
-    it."""
-    try:
-        from agentenv_server import ServerThread, build_app
-        from agentenv_server.runner import local_token
-    except ImportError:
-        raise AgentEnvError(
-            f"{doing} serves it in this process, which needs agentenv-server: pip install agentenv-server (or serve "
-            "it with agentenv serve and pass its URL)"
-        ) from None
-    token = local_token()
-    server = ServerThread(build_app(folder, token=token, **(app_options or {}))).start()
-    try:
-        yield Shared(server.url, bearer=token, **shared_options)
-    finally:
-        server.stop()
+    fix = "give a server URL (http://host:port), a bundle folder or an installed bundle's name as BUNDLE_OR_URL"
+    async with played_here(config.target, fix, record=config.record, **timeouts) as here:
+        yield here.shared(client="eval")
 
 
 def _slug(text: str) -> str:
@@ -237,7 +205,7 @@ async def evaluate(config: EvalConfig, *, stream: TextIO | None = None) -> Summa
     the run (the samples finished so far are kept; ``resume=True`` continues).
     """
     began = time.monotonic()
-    with served(config) as shared:
+    async with served(config) as shared:
         bundle, rows, capacity = await asyncio.to_thread(_rows, shared, config)
         settings = config.settings(bundle)
         out = config.out or Path("evals") / f"{_slug(bundle)}-{_slug(config.endpoint.model)}"
