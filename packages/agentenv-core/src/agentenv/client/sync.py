@@ -8,15 +8,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
+import inspect
 import os
 import threading
 from collections.abc import Awaitable
 from typing import Any, TypeVar
 
-from agentenv.client.rollout import Rollout, RolloutRecord
-from agentenv.client.session import Session, Started, ToolAnswer, TurnAnswer
+from agentenv.client.rollout import Rollout
+from agentenv.client.session import Session
 from agentenv.client.settings import Shared
-from agentenv.wire import EpisodeResult, Purpose
 
 __all__ = ["SyncRollout", "SyncSession", "run_sync"]
 
@@ -56,54 +57,31 @@ def run_sync(coro: Awaitable[T], timeout: float | None = None) -> T:
         raise
 
 
-class SyncSession:
-    """``Session`` for synchronous code: the same methods, blocking."""
+class _Blocking:
+    """Forwards every public member to ``_target``; a coroutine method blocks until its coroutine is done."""
+
+    _target: Any
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)  # private members stay the target's (and copy/pickle probes get no forward)
+        value = getattr(self._target, name)
+        if not inspect.iscoroutinefunction(value):
+            return value
+
+        @functools.wraps(value)
+        def blocking(*args: Any, **kwargs: Any) -> Any:
+            return run_sync(value(*args, **kwargs))
+
+        return blocking
+
+
+class SyncSession(_Blocking):
+    """``Session`` for synchronous code: every member of ``session``, its coroutines blocking (``start``, ``call``,
+    ``end_turn``, ``finish``...); ``rollout`` gives a ``SyncRollout``."""
 
     def __init__(self, shared: Shared) -> None:
-        self.session = Session(shared)
-
-    @property
-    def shared(self) -> Shared:
-        """The connection settings."""
-        return self.session.shared
-
-    @property
-    def started(self) -> Started | None:
-        """The running episode's start, or None."""
-        return self.session.started
-
-    @property
-    def result(self) -> EpisodeResult | None:
-        """The episode's result once it is over."""
-        return self.session.result
-
-    @property
-    def env_seconds(self) -> float:
-        """Seconds spent waiting on the server."""
-        return self.session.env_seconds
-
-    def start(
-        self,
-        task_id: str | None = None,
-        *,
-        split: str | None = None,
-        index: int | None = None,
-        purpose: Purpose = "play",
-    ) -> Started:
-        """See ``Session.start``."""
-        return run_sync(self.session.start(task_id, split=split, index=index, purpose=purpose))
-
-    def call(self, tool: str, args: dict[str, Any]) -> ToolAnswer:
-        """See ``Session.call``."""
-        return run_sync(self.session.call(tool, args))
-
-    def end_turn(self, reply: str) -> TurnAnswer:
-        """See ``Session.end_turn``."""
-        return run_sync(self.session.end_turn(reply))
-
-    def finish(self) -> EpisodeResult:
-        """See ``Session.finish``."""
-        return run_sync(self.session.finish())
+        self.session = self._target = Session(shared)
 
     def rollout(
         self, task_id: str, *, attempts: int = 1, budget: float | None = None, step: int | None = None
@@ -112,49 +90,14 @@ class SyncSession:
         return SyncRollout(self.session.rollout(task_id, attempts=attempts, budget=budget, step=step))
 
     def close(self) -> None:
-        """See ``Session.close``."""
+        """See ``Session.close`` (a loop already gone leaves nothing to close)."""
         with contextlib.suppress(RuntimeError):
             run_sync(self.session.close(), timeout=30)
 
 
-class SyncRollout:
-    """``Rollout`` for synchronous code: ``start``, ``call``, ``end_turn``, ``conclude``, blocking."""
+class SyncRollout(_Blocking):
+    """``Rollout`` for synchronous code: every member of ``rollout``, its coroutines blocking (``start``, ``call``,
+    ``end_turn``, ``conclude``, ``finish``...)."""
 
     def __init__(self, rollout: Rollout) -> None:
-        self.rollout = rollout
-
-    @property
-    def started(self) -> Started | None:
-        """The attempt's start."""
-        return self.rollout.started
-
-    @property
-    def lost(self) -> Any:
-        """The ``EpisodeLost`` that ended the attempt, or None."""
-        return self.rollout.lost
-
-    @property
-    def result(self) -> EpisodeResult | None:
-        """The attempt's result once it is over."""
-        return self.rollout.result
-
-    @property
-    def record(self) -> RolloutRecord:
-        """What the rollout did."""
-        return self.rollout.record
-
-    def start(self) -> Started:
-        """See ``Rollout.start``."""
-        return run_sync(self.rollout.start())
-
-    def call(self, tool: str, args: dict[str, Any]) -> ToolAnswer:
-        """See ``Rollout.call``."""
-        return run_sync(self.rollout.call(tool, args))
-
-    def end_turn(self, reply: str) -> TurnAnswer:
-        """See ``Rollout.end_turn``."""
-        return run_sync(self.rollout.end_turn(reply))
-
-    def conclude(self) -> EpisodeResult:
-        """See ``Rollout.conclude``."""
-        return run_sync(self.rollout.conclude())
+        self.rollout = self._target = rollout
