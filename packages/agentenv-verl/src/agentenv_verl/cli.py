@@ -39,7 +39,7 @@ def _add_source(parser: argparse.ArgumentParser, out_help: str, *, by_name: bool
             "url",
             metavar="BUNDLE_OR_URL",
             help="the agentenv server (http://host:port), or a bundle's folder or installed name (read from a "
-            "loopback server here; the loops go to --server-url)",
+            "bundle played in this process; the loops go to --server-url)",
         )
         add(
             "--server-url",

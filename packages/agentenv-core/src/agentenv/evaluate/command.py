@@ -32,7 +32,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "target",
         nargs="?",
         metavar="BUNDLE_OR_URL",
-        help="a bundle folder or an installed bundle's name (served in this process), or an agentenv server's URL",
+        help="a bundle folder or an installed bundle's name (played in this process), or an agentenv server's URL",
     )
     model = parser.add_argument_group("the model")
     model.add_argument("--llm-url", help="the OpenAI-compatible API's base URL, e.g. http://localhost:8000/v1")
