@@ -23,12 +23,15 @@ _NOT_JSON = "NOT_STANDARD_JSON"  # what agentenv.client's transport calls a fram
 
 
 class LocalConnection:
-    """A session played by ``player`` in this process; ``background`` holds teardowns nobody waits for."""
+    """A session played by ``player`` in this process, in ``live`` while open; ``background`` holds teardowns nobody
+    waits for."""
 
-    def __init__(self, player: Player, background: set[asyncio.Task[Any]]) -> None:
+    def __init__(self, player: Player, live: set[LocalConnection], background: set[asyncio.Task[Any]]) -> None:
         self.open_timeout = 0.0  # nothing to connect to
         self._player = player
+        self._live = live
         self._background = background
+        live.add(self)
         self._open = True
         self._running: asyncio.Task[dict[str, Any]] | None = None
 
@@ -77,12 +80,16 @@ class LocalConnection:
     async def close(self) -> None:
         """End the session: its episode is torn down before this returns."""
         self._open = False
-        await self._player.end_episode()
+        try:
+            await self._player.end_episode()
+        finally:
+            self._live.discard(self)
 
     def abort(self) -> None:
         """Drop the session now (its client stopped waiting): a call still running fails its episode as a lost
         connection and is cancelled; the teardown runs in the background."""
         self._open = False
+        self._live.discard(self)
         running, self._running = self._running, None
         if running is not None and not running.done():
             self._player.abandon("connection_lost", "the client dropped the session while a call ran; it was cancelled")
@@ -90,6 +97,10 @@ class LocalConnection:
         self._in_background(self._player.end_episode())
 
     def _in_background(self, coro: Coroutine[Any, Any, None]) -> None:
-        task = asyncio.get_running_loop().create_task(coro)
+        try:
+            task = asyncio.get_running_loop().create_task(coro)
+        except RuntimeError:  # no loop (a session dropped outside one): nothing of it can run any more
+            coro.close()
+            return
         self._background.add(task)
         task.add_done_callback(self._background.discard)

@@ -74,9 +74,7 @@ class Here:
 
     def connect(self) -> LocalConnection:
         """A new session (``agentenv.client.InProcess``)."""
-        connection = LocalConnection(self.service.player(), self._background)
-        self._live.add(connection)
-        return connection
+        return LocalConnection(self.service.player(), self._live, self._background)
 
     def info(self) -> dict[str, Any]:
         """What a server of the bundle answers to ``GET /agentenv``."""
@@ -90,7 +88,7 @@ class Here:
 
     async def aclose(self) -> None:
         """End every session still open (each episode torn down), wait for the teardowns, close the records."""
-        live = [c for c in self._live if c.is_open]
+        live = list(self._live)
         if live:
             log.warning("%d session(s) of %s were still open; their episodes are torn down", len(live), self.url)
         await asyncio.gather(*(c.close() for c in live), return_exceptions=True)
