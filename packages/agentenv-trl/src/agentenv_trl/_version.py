@@ -10,9 +10,7 @@ from typing import Final
 
 from agentenv.plugins import Integration
 
-__all__ = ["INSTALL", "INTEGRATION", "SUPPORTED", "__version__", "check_trl"]
-
-__version__: Final[str] = "0.2.0"
+__all__ = ["INSTALL", "INTEGRATION", "SUPPORTED", "check_trl"]
 
 INTEGRATION: Final[Integration] = Integration(
     name="trl",
