@@ -103,7 +103,7 @@ class EnvChecks:
 
     def _kinded(self, section: Section[M], raw: Any, lines: Lines) -> tuple[dict[str, M], set[str]]:
         """The specs of a kinded section (``envs:`` or ``agents:``) by name, each checked by its kind, and the names of
-        those their kind refused. A spec that validates is kept even so: what names it is not refused for that too."""
+        those their kind refused. Those are kept too, so that what names them is not refused for that as well."""
         out: dict[str, M] = {}
         refused: set[str] = set()
         if not isinstance(raw, dict):
