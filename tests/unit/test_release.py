@@ -34,7 +34,8 @@ def _requirement(distribution: str, name: str) -> Requirement:
 @pytest.mark.parametrize("distribution", PACKAGES)
 def test_each_package_says_its_own_version_where_python_can_read_it(distribution):
     module = importlib.import_module(IMPORT_NAMES[distribution])
-    assert module.__version__ == version_of(distribution), f"set __version__ of {module.__name__} with pyproject.toml"
+    fix = f"{module.__name__}.__version__ is the installed metadata's: reinstall it (uv sync)"
+    assert module.__version__ == version_of(distribution), fix
 
 
 @pytest.mark.parametrize("distribution", PACKAGES)

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from agentenv import _moved
 from agentenv.lazy import lazy_exports
 
-__version__ = "0.2.0"
+__version__: str  # read from the installed metadata on first use: written once, in pyproject.toml
 
 _EXPORTS = {
     "load_bundle": "bundle",
@@ -99,4 +99,4 @@ if TYPE_CHECKING:
 
 
 _moved.install()
-__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals(), distribution="agentenv-core")

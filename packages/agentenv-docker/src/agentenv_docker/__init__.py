@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from agentenv.lazy import lazy_exports
 
-__version__ = "0.1.0"
+__version__: str  # read from the installed metadata on first use: written once, in pyproject.toml
 
 _EXPORTS = {
     "SUPPORTED": "engine",
@@ -47,4 +47,4 @@ if TYPE_CHECKING:
     from .images import ImageError, build_base, build_bundle, build_image
     from .spec import ContainerOptions, Limits
 
-__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals(), distribution="agentenv-docker")

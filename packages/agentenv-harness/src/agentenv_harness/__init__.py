@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from agentenv.lazy import lazy_exports
 
-__version__ = "0.1.0"
+__version__: str  # read from the installed metadata on first use: written once, in pyproject.toml
 
 _EXPORTS = {
     "AgentEnvSession": "factory",
@@ -41,4 +41,4 @@ if TYPE_CHECKING:
     from .play import Play, PlayReport
     from .tasks import LeftOut, prompt_rows
 
-__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals(), distribution="agentenv-harness")

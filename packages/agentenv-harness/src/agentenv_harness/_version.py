@@ -11,9 +11,7 @@ from typing import Final
 
 from agentenv.plugins import Integration
 
-__all__ = ["OPENENV", "TRL", "__version__", "check_openenv", "check_trl"]
-
-__version__: Final[str] = "0.1.0"
+__all__ = ["OPENENV", "TRL", "check_openenv", "check_trl"]
 
 TRL: Final[Integration] = Integration(
     name="harness",

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from agentenv.lazy import lazy_exports
 
-from ._version import __version__ as __version__  # written once, in _version.py
+from ._version import __version__ as __version__  # read from the installed metadata (_version.py)
 
 _EXPORTS = {
     "DEFAULT_MAX_CONCURRENT_ENVS": "app",

@@ -21,9 +21,10 @@ from ._openenv import import_openenv
 
 import_openenv()  # before any openenv import: keeps OpenEnv's Gradio UI out of the server process
 
-from agentenv.bundle import Bundle, load_bundle
+from agentenv.bundle import Bundle, RewardSpec, load_bundle, reward_problems
 from agentenv.engine import RewardArg, ToolThreads, pool_size
 from agentenv.errors import AgentEnvError
+from agentenv.plugins import plugins
 from agentenv.record import DEFAULT_MAX_BYTES, Recorder
 from fastapi import FastAPI, Response
 from openenv.core.env_server.exceptions import SessionCapacityError
@@ -242,16 +243,13 @@ def _deploy_ahead(
 
 
 def _check_reward(bundle: Bundle, reward: RewardArg) -> None:
-    """Refuse a reward rule that is unknown or does not fit a task, naming both."""
+    """Refuse a reward rule that is unknown or does not fit a task, naming both (the loader's check of a task's own)."""
     if reward is None or callable(reward):
         return
-    from agentenv.bundle import RewardSpec
-    from agentenv.plugins import plugins
-
     spec = RewardSpec(rule=reward) if isinstance(reward, str) else reward
-    plugins().reward_rule(spec.rule)  # an unknown rule fails here, naming the known ones
+    plugin_set = bundle.plugin_set or plugins()  # the rules its episodes will score with
     for task in bundle.tasks:
-        problems = list(plugins().reward_rule(spec.rule).check(spec.params, task.step_ids))
+        problems = reward_problems(spec, task, plugin_set)  # an unknown rule raises, naming the known ones
         if problems:
             raise AgentEnvError(f"reward={reward!r} does not fit task {task.id!r}: {'; '.join(map(str, problems))}")
 

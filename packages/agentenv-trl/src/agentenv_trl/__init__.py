@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from agentenv.lazy import lazy_exports
 
-from ._version import __version__
+__version__: str  # read from the installed metadata on first use: written once, in pyproject.toml
 
 __all__ = ["SUPPORTED", "AgentEnv", "EpisodeLost", "TaskEnvironment", "__version__"]
 
@@ -29,4 +29,4 @@ if TYPE_CHECKING:
     from .environment import EpisodeLost, TaskEnvironment
 
 
-__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals(), distribution="agentenv-trl")

@@ -10,9 +10,7 @@ from typing import Final
 
 from agentenv.plugins import Integration
 
-__all__ = ["INSTALL", "INTEGRATION", "SUPPORTED", "__version__", "check_trl"]
-
-__version__: Final[str] = "0.2.0"
+__all__ = ["INSTALL", "INTEGRATION", "SUPPORTED", "check_trl"]
 
 INTEGRATION: Final[Integration] = Integration(
     name="trl",
@@ -23,13 +21,7 @@ INTEGRATION: Final[Integration] = Integration(
 SUPPORTED: str  # "trl>=1.16.0,<1.17", read on first use (every `agentenv` command imports the plugin)
 INSTALL: str  # "pip install 'agentenv-trl[trl]'"
 
-
-def __getattr__(name: str) -> str:
-    if name == "SUPPORTED":
-        return INTEGRATION.requirement
-    if name == "INSTALL":
-        return INTEGRATION.install
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = INTEGRATION.module_attributes(__name__)
 
 
 def check_trl(version: str | None = None) -> str:

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from .single_turn import AgentEnvSingleTurnLoop
     from .writer import PromptsTooLong, Written, write
 
-__version__ = "0.2.0"
+__version__: str  # read from the installed metadata on first use: written once, in pyproject.toml
 
 __all__ = [
     "SUPPORTED",
@@ -66,4 +66,4 @@ _EXPORTS = {
 }
 
 
-__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals())
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, globals(), distribution="agentenv-verl")

@@ -42,13 +42,7 @@ INTEGRATION: Final[Integration] = Integration(
 SUPPORTED: str  # "verl>=0.9.1,<0.10", read on first use (every `agentenv` command imports the plugin)
 INSTALL: str  # "pip install 'agentenv-verl[verl]'"
 
-
-def __getattr__(name: str) -> str:
-    if name == "SUPPORTED":
-        return INTEGRATION.requirement
-    if name == "INSTALL":
-        return INTEGRATION.install
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = INTEGRATION.module_attributes(__name__)
 
 
 def check_verl(version: str | None = None) -> str:

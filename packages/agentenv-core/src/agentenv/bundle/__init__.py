@@ -16,7 +16,7 @@ from agentenv.lazy import lazy_exports
 
 _EXPORTS = {
     "Bundle": "loaded",
-    "load_bundle": "loaded",
+    "load_bundle": "loader",
     "AgentSpec": ".specs",
     "BASH_TOOL": ".specs",
     "BUNDLE_FILE": ".specs",
@@ -37,6 +37,7 @@ _EXPORTS = {
     "read_dataset_tasks": "dataset_tasks",
     "effective_tools": "toolsets",
     "key_name": "toolsets",
+    "reward_problems": "taskchecks",
 }
 
 __all__ = [
@@ -62,12 +63,15 @@ __all__ = [
     "load_bundle",
     "read_dataset_tasks",
     "read_yaml_tasks",
+    "reward_problems",
 ]
 
 if TYPE_CHECKING:
     from agentenv.bundle.dataset_tasks import read_dataset_tasks
     from agentenv.bundle.installed import GROUP, InstalledBundle, find_bundle, installed_bundles
-    from agentenv.bundle.loaded import Bundle, load_bundle
+    from agentenv.bundle.loaded import Bundle
+    from agentenv.bundle.loader import load_bundle
+    from agentenv.bundle.taskchecks import reward_problems
     from agentenv.bundle.tasksources import RawTask, read_yaml_tasks
     from agentenv.bundle.toolsets import effective_tools, key_name
     from agentenv.specs import (

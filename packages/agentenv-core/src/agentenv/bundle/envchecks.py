@@ -7,9 +7,10 @@ told with ``problem`` (or ``warn``), which names bundle.yaml's line.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from pydantic import ValidationError
 
@@ -23,9 +24,50 @@ from agentenv.specs import BASH_TOOL, BUNDLE_FILE, AgentSpec, EnvSpec
 if TYPE_CHECKING:
     from agentenv.plugins import Plugins
 
-__all__ = ["EnvChecks"]
+__all__ = ["AGENTS", "ENVS", "EnvChecks", "Section"]
 
 M = TypeVar("M", EnvSpec, AgentSpec)
+
+
+@dataclass(frozen=True)
+class Section(Generic[M]):
+    """What differs between bundle.yaml's two kinded sections: the key, what one entry is, its model, its kinds, the
+    words of its refusals, and the section's own rules (each a ``Problem`` relative to the spec)."""
+
+    name: str
+    what: str
+    model: type[M]
+    kinds: Callable[[Plugins], Mapping[str, Any]]
+    shape: str  # what a spec that is not a mapping is told
+    hint: str  # where more kinds come from
+    own: Callable[[M], list[Problem]] = lambda _: []
+
+
+def _bash_named(env: EnvSpec) -> list[Problem]:
+    """The env named ``bash`` is the one ``toolset: {bash: true}`` deploys: its kind is bash."""
+    if env.name != BASH_TOOL or env.kind == "bash":
+        return []
+    message = f"the env named {BASH_TOOL!r} is the one toolset bash: true deploys; give it kind: bash"
+    return [Problem(("kind",), message + " or give this env another name")]
+
+
+ENVS: Section[EnvSpec] = Section(
+    "envs",
+    "env",
+    EnvSpec,
+    lambda plugin_set: plugin_set.env_kinds(),
+    "must be a mapping (kind, target, config)",
+    "agentenv-docker has 'container'",
+    _bash_named,
+)
+AGENTS: Section[AgentSpec] = Section(
+    "agents",
+    "agent",
+    AgentSpec,
+    lambda plugin_set: plugin_set.agent_kinds(),
+    "must be a mapping (kind and the kind's fields)",
+    "agentenv-harness has coding-agent CLIs",
+)
 
 
 class EnvChecks:
@@ -33,7 +75,6 @@ class EnvChecks:
 
     root: Path
     plugins: Plugins
-    _refused_envs: set[str]
     _schemas_told: set[tuple[str, str]]
     _key_vars: set[str]
 
@@ -44,19 +85,6 @@ class EnvChecks:
     def warn(self, file: str, loc: Loc, message: str, lines: Lines) -> None:
         """Tell a warning at ``loc`` of ``file`` (the loader's)."""
         raise NotImplementedError
-
-    def _envs(self, raw: Any, lines: Lines) -> dict[str, EnvSpec]:
-        out: dict[str, EnvSpec] = {}
-        shape = "must be a mapping (kind, target, config)"
-        hint = "agentenv-docker has 'container'"
-        for loc, env, kind in self._specs("envs", "env", raw, lines, EnvSpec, self.plugins.env_kinds(), shape, hint):
-            if env.name == BASH_TOOL and env.kind != "bash":
-                message = f"the env named {BASH_TOOL!r} is the one toolset bash: true deploys; give it kind: bash"
-                self.problem(BUNDLE_FILE, (*loc, "kind"), message + " or give this env another name", lines)
-            if self._kind_check("env", kind, env, loc, lines):
-                self._refused_envs.add(env.name)
-            out[env.name] = env  # kept, so that the toolsets naming it are not refused for that too
-        return out
 
     def _check_pass_env(self, envs: Mapping[str, EnvSpec], agents: Mapping[str, AgentSpec], lines: Lines) -> None:
         """No env or agent may be passed a variable an endpoint's key is read from."""
@@ -73,50 +101,37 @@ class EnvChecks:
                         )
                         self.problem(BUNDLE_FILE, (section, name, "pass_env", i), message, lines)
 
-    def _agents(self, raw: Any, lines: Lines) -> dict[str, AgentSpec]:
-        out: dict[str, AgentSpec] = {}
-        shape = "must be a mapping (kind and the kind's fields)"
-        hint = "agentenv-harness has coding-agent CLIs"
-        kinds = self.plugins.agent_kinds()
-        for loc, agent, kind in self._specs("agents", "agent", raw, lines, AgentSpec, kinds, shape, hint):
-            self._kind_check("agent", kind, agent, loc, lines)
-            out[agent.name] = agent
-        return out
-
-    def _specs(
-        self,
-        section: str,
-        what: str,
-        raw: Any,
-        lines: Lines,
-        model: type[M],
-        kinds: Mapping[str, Any],
-        shape: str,
-        hint: str,
-    ) -> Iterator[tuple[Loc, M, Any]]:
-        """Each spec of ``section`` that validates as ``model`` and names a known kind: its place, it and its kind
-        (what does not is told, at its line)."""
+    def _kinded(self, section: Section[M], raw: Any, lines: Lines) -> tuple[dict[str, M], set[str]]:
+        """The specs of a kinded section (``envs:`` or ``agents:``) by name, each checked by its kind, and the names of
+        those their kind refused. Those are kept too, so that what names them is not refused for that as well."""
+        out: dict[str, M] = {}
+        refused: set[str] = set()
         if not isinstance(raw, dict):
-            self.problem(BUNDLE_FILE, (section,), f"must map {what} names to their specs", lines)
-            return
+            self.problem(BUNDLE_FILE, (section.name,), f"must map {section.what} names to their specs", lines)
+            return out, refused
+        kinds = section.kinds(self.plugins)
         for name, spec in raw.items():
-            loc: Loc = (section, name)
+            loc: Loc = (section.name, name)
             if not isinstance(spec, dict):
-                self.problem(BUNDLE_FILE, loc, shape, lines)
+                self.problem(BUNDLE_FILE, loc, section.shape, lines)
                 continue
             try:
-                parsed = model.model_validate({**spec, "name": str(name)})
+                parsed = section.model.model_validate({**spec, "name": str(name)})
             except ValidationError as exc:
                 for sub, message in pydantic_problems(exc):
                     self.problem(BUNDLE_FILE, (*loc, *sub), message, lines)
                 continue
-            kind = kinds.get(parsed.kind)  # type: ignore[attr-defined]
+            kind = kinds.get(parsed.kind)
             if kind is None:
-                fix = f"known: {', '.join(sorted(kinds))} (or install the plugin that provides it; {hint})"
-                message = f"unknown {what} kind {parsed.kind!r}; {fix}"  # type: ignore[attr-defined]
-                self.problem(BUNDLE_FILE, (*loc, "kind"), message, lines)
+                fix = f"known: {', '.join(sorted(kinds))} (or install the plugin that provides it; {section.hint})"
+                self.problem(BUNDLE_FILE, (*loc, "kind"), f"unknown {section.what} kind {parsed.kind!r}; {fix}", lines)
                 continue
-            yield loc, parsed, kind
+            for problem in section.own(parsed):
+                self.problem(BUNDLE_FILE, (*loc, *problem.path), problem.message, lines)
+            if self._kind_check(section.what, kind, parsed, loc, lines):
+                refused.add(parsed.name)
+            out[parsed.name] = parsed
+        return out, refused
 
     def _kind_check(self, what: str, kind: Any, spec: Any, loc: Loc, lines: Lines) -> bool:
         """Tell the problems the kind's own ``check`` finds in ``spec``, each at its field's line; whether any."""

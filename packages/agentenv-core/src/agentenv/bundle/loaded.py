@@ -1,9 +1,9 @@
 """Bundles: a folder with bundle.yaml (name, envs, agents, where the tasks are) and its tasks.
 
-``load_bundle(path)`` reads and checks everything up front. A bad bundle is refused whole with a
-``BundleError`` listing every problem by file, field and line (or row and column), each with the fix.
-The parts of a bundle (``Task``, ``Toolset``, ...) are defined in ``agentenv.specs``; the reading in
-``agentenv.bundle.loader``, and the task sources in ``agentenv.bundle.tasksources``.
+A ``Bundle`` is what ``load_bundle(path)`` (``agentenv.bundle.loader``) returns: everything read and checked up front.
+A bad bundle is refused whole with a ``BundleError`` listing every problem by file, field and line (or row and
+column), each with the fix. The parts of a bundle (``Task``, ``Toolset``, ...) are defined in ``agentenv.specs``, and
+the task sources in ``agentenv.bundle.tasksources``.
 """
 
 from __future__ import annotations
@@ -13,11 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agentenv.bundle.installed import find_bundle
-from agentenv.bundle.loader import Loader
 from agentenv.env import Tool
 from agentenv.errors import BundleProblem
-from agentenv.plugins import Plugins, plugins
+from agentenv.plugins import Plugins
 from agentenv.specs import (
     BUNDLE_FILE,
     AgentSpec,
@@ -26,7 +24,7 @@ from agentenv.specs import (
     Toolset,
 )
 
-__all__ = ["Bundle", "load_bundle"]  # the face, agentenv.bundle, names the rest
+__all__ = ["Bundle"]  # the face, agentenv.bundle, names the rest
 
 
 @dataclass
@@ -101,13 +99,3 @@ class Bundle:
         for task in self.tasks if tasks is None else tasks:
             groups.setdefault(self.toolset_keys[task.id], []).append(task)
         return groups
-
-
-def load_bundle(path: str | Path, *, plugin_set: Plugins | None = None, strict: bool = False) -> Bundle:
-    """Read and check the bundle at ``path`` (its folder or its bundle.yaml), or the installed bundle of that name.
-
-    Raises ``BundleError`` listing every problem; nothing is half-loaded. ``agentenv.bundle.installed.find_bundle``
-    says how a name is told from a path. What may be a mistake is kept in ``Bundle.warnings`` (and logged), or
-    with ``strict`` refused as a problem.
-    """
-    return Loader(find_bundle(path), plugin_set or plugins(), strict=strict).load(Bundle)

@@ -1,4 +1,4 @@
-"""``load_bundle``'s reader: bundle.yaml, the envs and their tools, then every task, checked as it streams in.
+"""``load_bundle`` and its reader: bundle.yaml, the envs and their tools, then every task, checked as it streams in.
 
 Loading is linear in the number of tasks: a task is validated and checked when its source yields it
 (the checks of one task are ``agentenv.bundle.taskchecks``), work that tasks share (a toolset's check and key,
@@ -10,19 +10,22 @@ from __future__ import annotations
 
 import gc
 import logging
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, TypeVar
+from typing import Any, Final
 
 from pydantic import TypeAdapter, ValidationError
 
-from agentenv.bundle.envchecks import EnvChecks
+from agentenv.bundle.envchecks import AGENTS, ENVS, EnvChecks
+from agentenv.bundle.installed import find_bundle
+from agentenv.bundle.loaded import Bundle
 from agentenv.bundle.taskchecks import Loc, TaskChecks, column_of, pydantic_problems
 from agentenv.bundle.tasksources import RawTask, dotted, row_field, undotted
 from agentenv.bundle.yaml_lines import Lines, SyntaxProblem, line_of, read_yaml
 from agentenv.env import Tool
 from agentenv.errors import BundleError, BundleProblem
+from agentenv.plugins import Plugins, plugins
 from agentenv.specs import (
     BUNDLE_FILE,
     AgentSpec,
@@ -35,21 +38,18 @@ from agentenv.specs import (
     check_name,
 )
 
-if TYPE_CHECKING:
-    from agentenv.plugins import Plugins
+__all__ = ["MAX_LISTED", "Loader", "load_bundle"]
 
 # A refusal lists this many problems; a 100,000-task bundle with one mistake in its template would
 # otherwise print 100,000 lines that say the same thing.
 MAX_LISTED = 200
-
-B = TypeVar("B")
 
 
 log = logging.getLogger("agentenv.bundle")
 
 
 class Loader(TaskChecks, EnvChecks):
-    """One load of one bundle: ``load(Bundle)`` returns it, or raises ``BundleError`` listing every problem."""
+    """One load of one bundle: ``load()`` returns it, or raises ``BundleError`` listing every problem."""
 
     def __init__(self, path: Path, plugin_set: Plugins, *, strict: bool = False) -> None:
         self.root = path.parent if path.is_file() else path
@@ -61,7 +61,6 @@ class Loader(TaskChecks, EnvChecks):
         self._toolset_checks: dict[Any, tuple[str, list[tuple[Loc, str]]]] = {}
         self._tools_bytes: dict[str, int] = {}
         self._schemas_told: set[tuple[str, str]] = set()
-        self._refused_envs: set[str] = set()
         self._key_vars: set[str] = set()  # every endpoint's key_var: never passed to a program (pass_env)
 
     # -- problems -----------------------------------------------------------------------------
@@ -106,18 +105,19 @@ class Loader(TaskChecks, EnvChecks):
 
     # -- the bundle ---------------------------------------------------------------------------
 
-    def load(self, make: Callable[..., B]) -> B:
+    def load(self) -> Bundle:
+        """The bundle, checked whole; ``BundleError`` listing every problem."""
         # A load builds millions of objects and frees almost none: the cycle collector would walk all of
         # them again and again (three times the work at 100,000 tasks). It runs again after the load.
         was_enabled = gc.isenabled()
         gc.disable()
         try:
-            return self._load(make)
+            return self._load()
         finally:
             if was_enabled:
                 gc.enable()
 
-    def _load(self, make: Callable[..., B]) -> B:
+    def _load(self) -> Bundle:
         shown = str(self.root)
         manifest = self.root / BUNDLE_FILE
         if not manifest.is_file():
@@ -137,12 +137,10 @@ class Loader(TaskChecks, EnvChecks):
         if not isinstance(name, str) or not name.strip():
             self.problem(BUNDLE_FILE, ("name",), "missing; give the bundle a name (name: my-bundle)", lines)
             name = self.root.name
-        envs = self._envs(data.get("envs") or {}, lines)
-        agents = self._agents(data.get("agents") or {}, lines)
+        envs, refused = self._kinded(ENVS, data.get("envs") or {}, lines)
+        agents, _ = self._kinded(AGENTS, data.get("agents") or {}, lines)
         # an env its kind refused is not asked for its tools: that would tell the same problem again
-        env_tools = {
-            env.name: None if env.name in self._refused_envs else self._describe(env, lines) for env in envs.values()
-        }
+        env_tools = {env.name: None if env.name in refused else self._describe(env, lines) for env in envs.values()}
         defaults = self._defaults(data.get("defaults") or {}, lines)
         declared = self._splits(data.get("splits"), lines)
         tasks, toolsets, keys, verifiers, sources = self._tasks(
@@ -153,7 +151,7 @@ class Loader(TaskChecks, EnvChecks):
             self.problem(BUNDLE_FILE, ("tasks",), "no tasks found; check the glob (tasks: tasks/*.yaml)", lines)
         if self.problems:
             raise self.refuse(name)
-        return make(
+        return Bundle(
             name=name,
             path=self.root,
             description=str(data.get("description") or ""),
@@ -286,6 +284,16 @@ class Loader(TaskChecks, EnvChecks):
         except Exception as exc:
             message = f"task source {source_name!r} failed: {type(exc).__name__}: {exc}"
             self.problem(BUNDLE_FILE, ("tasks",), message, lines)
+
+
+def load_bundle(path: str | Path, *, plugin_set: Plugins | None = None, strict: bool = False) -> Bundle:
+    """Read and check the bundle at ``path`` (its folder or its bundle.yaml), or the installed bundle of that name.
+
+    Raises ``BundleError`` listing every problem; nothing is half-loaded. ``agentenv.bundle.installed.find_bundle``
+    says how a name is told from a path. What may be a mistake is kept in ``Bundle.warnings`` (and logged), or
+    with ``strict`` refused as a problem.
+    """
+    return Loader(find_bundle(path), plugin_set or plugins(), strict=strict).load()
 
 
 # the defaults validated once (a task's own fields are validated with the task)

@@ -18,13 +18,13 @@ from agentenv.bundle.toolsets import check_toolset, effective_tools
 from agentenv.env import Tool
 from agentenv.errors import PluginError
 from agentenv.plugins.records import Problem
-from agentenv.specs import BUNDLE_FILE, AgentSpec, EndpointSpec, EnvSpec, Task, Toolset
+from agentenv.specs import BUNDLE_FILE, AgentSpec, EndpointSpec, EnvSpec, RewardSpec, Task, Toolset
 from agentenv.wire import MAX_FRAME
 
 if TYPE_CHECKING:
     from agentenv.plugins import Plugins
 
-__all__ = ["MAX_TASK_FRAME", "Loc", "TaskChecks", "column_of", "pydantic_problems"]
+__all__ = ["MAX_TASK_FRAME", "Loc", "TaskChecks", "column_of", "pydantic_problems", "reward_problems"]
 
 Loc = tuple[str | int, ...]
 
@@ -33,6 +33,13 @@ Loc = tuple[str | int, ...]
 # frame's other fields. A task over it would be lost at every start, as the server's fault.
 MAX_TASK_FRAME: Final = MAX_FRAME - 64 * 1024
 _WORST = 6  # bytes a character may take in a JSON frame (a control character is written \u00XX)
+
+
+def reward_problems(reward: RewardSpec, task: Task, plugin_set: Plugins) -> list[Problem]:
+    """What the rule of ``reward`` finds wrong with its params for ``task`` (paths relative to the reward); empty when
+    it fits. An unknown rule raises ``PluginError`` naming the known ones."""
+    rule = plugin_set.reward_rule(reward.rule)
+    return [Problem.of(found) for found in rule.check(reward.params, task.step_ids)]
 
 
 class TaskChecks:
@@ -142,12 +149,11 @@ class TaskChecks:
 
     def _check_reward(self, task: Task, raw: RawTask) -> None:
         try:
-            rule = self.plugins.reward_rule(task.reward.rule)
+            found = reward_problems(task.reward, task, self.plugins)
         except PluginError as exc:
             self.task_problem(raw, ("reward",), str(exc))
             return
-        for found in rule.check(task.reward.params, task.step_ids):
-            problem = Problem.of(found)
+        for problem in found:
             self.task_problem(raw, ("reward", *problem.path), problem.message)
         if task.solution is not None and len(task.solution) != len(task.turns):
             self.task_problem(

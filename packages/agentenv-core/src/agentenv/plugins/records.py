@@ -240,6 +240,19 @@ class Integration:
         """The command that installs the integration with its supported trainer."""
         return f"pip install '{self.package}[{self.extra or self.name}]'"
 
+    def module_attributes(self, module: str) -> Callable[[str], str]:
+        """A ``__getattr__`` for ``module`` (the integration's own record module): ``SUPPORTED`` is ``requirement``
+        and ``INSTALL`` is ``install``, read on first use (every ``agentenv`` command imports the plugin)."""
+
+        def __getattr__(name: str) -> str:
+            if name == "SUPPORTED":
+                return self.requirement
+            if name == "INSTALL":
+                return self.install
+            raise AttributeError(f"module {module!r} has no attribute {name!r}")
+
+        return __getattr__
+
     def installed_version(self) -> str | None:
         """The trainer's installed version, or None when it is not installed."""
         try:
