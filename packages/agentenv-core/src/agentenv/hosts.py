@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 
 __all__ = ["is_loopback"]
 
 
+@functools.lru_cache(maxsize=256)  # asked on every request and session; parsing the address costs about 5 us
 def is_loopback(host: str) -> bool:
     """Whether ``host`` (a name or an address, as in a URL) is this machine's loopback."""
     if host == "localhost":
