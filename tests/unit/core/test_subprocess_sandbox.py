@@ -15,7 +15,7 @@ from agentenv import load_bundle
 
 from tests.unit.core_helpers import copy_bundle, patch, play
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 # a subprocess env whose one tool runs what the policy sends: a Python expression (an env that executes code)
 PROBE = """import json, sys

@@ -20,7 +20,7 @@ from agentenv_verl import SUPPORTED
 from agentenv_verl.cli import main
 from agentenv_verl.writer import arrow_schema, write
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 DEAD_URL = "http://127.0.0.1:9"  # nothing listens on the discard port: reading it would fail differently
 
 

@@ -1,6 +1,6 @@
 """``agentenv init --full``: the bundle it writes (a bash subprocess env and a process agent beside the python env)
 passes the QA gate and serves (the real ``agentenv`` program, a real ``agentenv serve`` process, the session client).
-The plain and ``--package`` forms are tested in tests/unit/test_bundle_wheel.py."""
+The plain and ``--package`` forms are tested in tests/unit/core/test_bundle_wheel.py."""
 
 from __future__ import annotations
 
@@ -63,5 +63,5 @@ def test_init_full_writes_a_bundle_that_serves_and_scores_its_references(tmp_pat
 def test_the_docs_show_the_bash_env_that_init_writes():
     from agentenv.cli import scaffold
 
-    page = (Path(__file__).resolve().parents[2] / "docs" / "subprocess.md").read_text()
+    page = (Path(__file__).resolve().parents[3] / "docs" / "subprocess.md").read_text()
     assert f"```bash\n{scaffold._SHOUT_ENV}```\n" in page

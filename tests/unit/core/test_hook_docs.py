@@ -13,7 +13,7 @@ import pytest
 from agentenv.plugins import Plugins
 from agentenv.plugins.hookspecs import SPEC_CLASSES
 
-TESTS = Path(__file__).resolve().parent.parent
+TESTS = Path(__file__).resolve().parents[2]
 SPECS = {name: spec for spec in SPEC_CLASSES for name in vars(spec) if name.startswith("agentenv_")}
 HOOKS = sorted(SPECS)
 SECTIONS = ("What for:", "Parameters:", "Returns:", "Example::")
