@@ -96,7 +96,7 @@ nox.options.sessions = [
 AGENT_CLIS = ["@anthropic-ai/claude-code@2.1.332", "opencode-ai@1.18.33"]
 MKDOCS_QUIET = {"NO_MKDOCS_2_WARNING": "1", "DISABLE_MKDOCS_2_WARNING": "true"}  # banners, not warnings
 PYTEST = ["pytest", "-p", "no:cacheprovider"]
-CONTAINER_BASE = "agentenv-test/python:bookworm"  # the containers tier's base image (tests/containers/support.py)
+CONTAINER_BASE = "agentenv-test/python:bookworm"  # the containers tier's base image (tests/support/containers.py)
 
 
 def _sync(session: nox.Session, *groups: str, extras: tuple[str, ...] = ()) -> None:

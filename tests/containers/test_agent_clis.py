@@ -22,9 +22,9 @@ from agentenv import sandbox
 from agentenv_harness import AgentEnvSessionFactory, prompt_rows
 
 from tests.conftest import ROOT
-from tests.containers.support import BASE, docker
-from tests.unit.core_helpers import copy_bundle, patch
-from tests.unit.harness_support import HARNESS, Engine, agent_bin
+from tests.support.bundles import copy_bundle, patch
+from tests.support.containers import BASE, docker
+from tests.support.harness import HARNESS, Engine, agent_bin
 
 __all__ = ["agent_bin"]  # fixtures
 

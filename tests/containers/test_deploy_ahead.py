@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 from tests.conftest import ServeProcess
-from tests.containers.support import BOX, docker, of_process, probe, wait_until_none
+from tests.support.containers import BOX, docker, of_process, probe, wait_until_none
 
 
 def setup_bundle(folder: Path) -> Path:

@@ -21,7 +21,7 @@ from agentenv.client.settings import Shared
 from agentenv.errors import EpisodeLost
 
 from tests.conftest import ServeProcess
-from tests.containers.support import BOX
+from tests.support.containers import BOX
 
 
 @dataclass

@@ -12,8 +12,8 @@ from agentenv import load_bundle
 from agentenv_trl import AgentEnv
 from agentenv_trl.tiny import tiny_model, tiny_tokenizer, warm_start
 
-from tests.containers.support import BOX, wait_until_none
-from tests.trl.trl_support import Steps, is_nan, logged, script, trainer_for
+from tests.support.containers import BOX, wait_until_none
+from tests.support.trl import Steps, is_nan, logged, script, trainer_for
 
 
 @pytest.fixture(scope="module")

@@ -15,8 +15,8 @@ import pytest
 from agentenv_verl import write
 
 from tests.conftest import ServeProcess
-from tests.containers.support import wait_until_none
-from tests.verl.verl_support import ScriptedServer, build_tokenizer, dataset_rows, make_loop, tool_call
+from tests.support.containers import wait_until_none
+from tests.support.verl import ScriptedServer, build_tokenizer, dataset_rows, make_loop, tool_call
 
 SAMPLING = {"temperature": 1.0, "top_p": 1.0, "top_k": -1, "logprobs": True}
 

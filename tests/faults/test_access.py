@@ -18,7 +18,7 @@ from websockets.sync.client import connect
 
 from tests.conftest import FAKE, Ledger, free_port
 from tests.faults.conftest import Matrix, play, public_address, run
-from tests.unit.server_helpers import ask, open_ws, reset_data, ws_url
+from tests.support.wire import ask, open_ws, reset_data, ws_url
 
 TOKEN = "tok-a77c01d4e8"
 EVIL = "https://evil.example"

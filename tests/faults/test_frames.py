@@ -21,7 +21,7 @@ from websockets.sync.client import ClientConnection
 
 from tests.conftest import Ledger
 from tests.faults.conftest import Matrix, play, run
-from tests.unit.server_helpers import ask, half_open, open_ws, reset_data
+from tests.support.wire import ask, half_open, open_ws, reset_data
 
 TOKEN = "tok-51f0c2aa9e"
 

@@ -14,8 +14,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tests.unit.core_helpers import copy_bundle, patch
-from tests.unit.harness_support import HARNESS, engine, wait_until
+from tests.support.bundles import copy_bundle, patch
+from tests.support.harness import HARNESS, engine, wait_until
 
 __all__ = ["engine"]  # the stand-in model engine (a fixture)
 

@@ -20,7 +20,7 @@ from agentenv.client.settings import Shared
 
 from tests.conftest import running
 from tests.faults.conftest import Matrix, play, run
-from tests.unit.core_helpers import copy_bundle, patch
+from tests.support.bundles import copy_bundle, patch
 
 
 @pytest.fixture

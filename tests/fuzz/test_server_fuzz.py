@@ -20,7 +20,7 @@ from websockets.sync.client import connect
 
 from tests.fuzz.conftest import FuzzServer, Report
 from tests.fuzz.strategies import frames, is_close, requests
-from tests.unit.server_helpers import ws_url
+from tests.support.wire import ws_url
 
 ANSWER_SECONDS = 60
 

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from tests.conftest import ServeProcess
-from tests.containers.support import wait_until_none
 from tests.harbor.support import SUITE
+from tests.support.containers import wait_until_none
 
 pytest.importorskip("torch", reason="TRL trains on the Python the CPU torch wheel is for (nox -s harbor runs it)")
 PYTHON = os.environ.get("AGENTENV_HARBOR_PYTHON")
@@ -37,7 +37,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Any:
     from agentenv_trl import AgentEnv
     from agentenv_trl.tiny import tiny_model, tiny_tokenizer, warm_start
 
-    from tests.trl.trl_support import Steps, script, trainer_for
+    from tests.support.trl import Steps, script, trainer_for
 
     server = ServeProcess(SUITE)
     server.args[0] = str(PYTHON)  # the server's interpreter is the one with harbor
@@ -85,7 +85,7 @@ def test_two_grpo_steps_ran_on_harbor_episodes_scored_by_their_tests(run: Any) -
 
 
 def test_the_rewards_trl_trains_on_are_the_tests_rewards(run: Any) -> None:
-    from tests.trl.trl_support import is_nan, logged
+    from tests.support.trl import is_nan, logged
 
     trainer, steps, _, _ = run
     for step, logged_mean in zip(steps, logged(trainer, "reward"), strict=True):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.unit.harness_support import agent_bin
+from tests.support.harness import agent_bin
 
 __all__ = ["agent_bin"]  # fixtures
 

@@ -9,7 +9,7 @@ import os
 import pytest
 from agentenv_harness import AgentEnvSessionFactory, prompt_rows
 
-from tests.unit.harness_support import HARNESS, Engine
+from tests.support.harness import HARNESS, Engine
 
 
 @pytest.fixture(scope="module")

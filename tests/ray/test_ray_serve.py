@@ -20,7 +20,7 @@ from websockets.exceptions import InvalidStatus
 
 from tests.conftest import alive, running
 from tests.ray.conftest import PER_REPLICA, TOKEN, TOKEN_VAR, RayServer, parent_of, starter_of, wait_until
-from tests.unit.server_helpers import open_ws
+from tests.support.wire import open_ws
 
 EPISODES = 64
 AT_ONCE = 16  # sessions open at once, each playing EPISODES / AT_ONCE episodes in turn

@@ -9,7 +9,8 @@ import pytest
 from agentenv_trl import AgentEnv
 from agentenv_trl.tiny import tiny_model, tiny_tokenizer, warm_start
 from datasets import Dataset
-from trl_support import FAKE, Steps, logged, script, tool_calls, trainer_for
+
+from tests.support.trl import FAKE, Steps, logged, script, tool_calls, trainer_for
 
 # the model adds an argument end_turn does not take, reads the answer, then ends both turns as it should
 SCRIPT = [

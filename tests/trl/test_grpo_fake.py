@@ -17,7 +17,8 @@ from agentenv import record
 from agentenv_trl import AgentEnv
 from agentenv_trl.tiny import tiny_model, tiny_tokenizer, warm_start
 from datasets import Dataset
-from trl_support import FAKE, Steps, is_nan, logged, script, tool_calls, trainer_for
+
+from tests.support.trl import FAKE, Steps, is_nan, logged, script, tool_calls, trainer_for
 
 SCRIPTS = {
     "echo": [[("echo", {"text": "ping"}), ("end_turn", {"reply": "ping"})]],

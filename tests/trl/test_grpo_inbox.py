@@ -11,7 +11,8 @@ import pytest
 from agentenv import load_bundle
 from agentenv_trl import AgentEnv
 from agentenv_trl.tiny import tiny_model, tiny_tokenizer, warm_start
-from trl_support import INBOX, Steps, is_nan, logged, script, trainer_for
+
+from tests.support.trl import INBOX, Steps, is_nan, logged, script, trainer_for
 
 SECOND_PROMPTS = {
     t.turns[1].prompt for t in load_bundle(INBOX).tasks if len(t.turns) > 1

@@ -12,9 +12,9 @@ from agentenv_verl import NoVerdictError, RewardConfigError, RolloutFailed
 from agentenv_verl.keptout import COUNTER, KeptOut
 from agentenv_verl.reward import KEYS, compute_score, make_compute_score, make_reward_fn
 from verl.trainer.ppo.reward import get_custom_reward_fn
-from verl_support import ARITH, FAKE, ScriptedServer, make_loop, tool_call, trainer_config
 
 from tests.conftest import ServeProcess
+from tests.support.verl import ARITH, FAKE, ScriptedServer, make_loop, tool_call, trainer_config
 
 FAST = {"reset_timeout": 3, "attempts": 1}  # a failure is given up at once: these tests are about the verdict
 

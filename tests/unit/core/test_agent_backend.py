@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 from agentenv.errors import EpisodeLost
 
-from tests.unit.core_helpers import copy_bundle, patch, refused
-from tests.unit.harness_support import HARNESS, engine, make_factory, prompt_of
+from tests.support.bundles import copy_bundle, patch, refused
+from tests.support.harness import HARNESS, engine, make_factory, prompt_of
 
 __all__ = ["engine", "make_factory"]  # fixtures
 

@@ -12,8 +12,8 @@ from agentenv.engine.agents import AgentRequest, Endpoint, Launch, McpServer
 from agentenv.plugins import AgentKind, Plugins, hookimpl
 from agentenv.specs import AgentSpec
 
-from tests.unit.core_helpers import copy_bundle, line_of, only_problem, patch, refused
-from tests.unit.harness_support import HARNESS
+from tests.support.bundles import copy_bundle, line_of, only_problem, patch, refused
+from tests.support.harness import HARNESS
 
 
 def request(kind: str, tmp_path: Path, *, turn: int = 0, mcp: bool = True, **options) -> AgentRequest:

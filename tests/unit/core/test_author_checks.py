@@ -14,7 +14,7 @@ from agentenv import load_bundle
 from agentenv.cli import main
 
 from tests.conftest import ROOT
-from tests.unit.core_helpers import line_of, only_problem, refused
+from tests.support.bundles import line_of, only_problem, refused
 
 AGENTENV = Path(sys.executable).with_name("agentenv")
 QA = ROOT / "tests" / "fixtures" / "bundles" / "qa"

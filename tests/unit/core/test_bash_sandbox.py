@@ -11,7 +11,7 @@ import pytest
 from agentenv import load_bundle
 
 from tests.conftest import FAKE
-from tests.unit.core_helpers import copy_bundle, patch, play, running, until
+from tests.support.bundles import copy_bundle, patch, play, running, until
 
 LIMITS = "{call_seconds: 2, memory_mb: 128, pids: 64, file_mb: 1, disk_mb: 8}"
 

@@ -10,7 +10,7 @@ import pytest
 from agentenv import load_bundle
 
 from tests.conftest import FAKE
-from tests.unit.core_helpers import play, running, until
+from tests.support.bundles import play, running, until
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,7 @@ from agentenv.engine.envkinds import ENV_KINDS
 from agentenv.plugins import EnvKind, Plugins, hookimpl
 
 from tests.conftest import FAKE, INBOX
-from tests.unit.core_helpers import copy_bundle, line_of, only_problem, patch, refused
+from tests.support.bundles import copy_bundle, line_of, only_problem, patch, refused
 
 
 @pytest.fixture

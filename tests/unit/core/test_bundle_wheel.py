@@ -22,8 +22,8 @@ from agentenv import load_bundle
 from agentenv.cli.scaffold import scaffold
 
 from tests.conftest import ROOT, free_port
-from tests.unit.once import once_per_run
-from tests.unit.openai_standin import Reference, StandIn
+from tests.support.once import once_per_run
+from tests.support.openai_standin import Reference, StandIn
 
 pytestmark = pytest.mark.slow
 

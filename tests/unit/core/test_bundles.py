@@ -11,7 +11,7 @@ import pytest
 from agentenv import load_bundle
 
 from tests.conftest import ARITH, FAKE, INBOX
-from tests.unit.core_helpers import copy_bundle, patch, play
+from tests.support.bundles import copy_bundle, patch, play
 
 KEYS_SCRIPT = """
 import json, sys

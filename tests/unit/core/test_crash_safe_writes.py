@@ -23,8 +23,8 @@ from agentenv.errors import AgentEnvError
 from agentenv.files import MANIFEST, FolderBusy, locked, write_set
 
 from tests.conftest import INBOX
-from tests.unit.harness_support import wait_until
-from tests.unit.openai_standin import Conversation, Reference, StandIn
+from tests.support.harness import wait_until
+from tests.support.openai_standin import Conversation, Reference, StandIn
 
 
 def _eval_argv(standin: StandIn, out: Path, *flags: str) -> list[str]:

@@ -18,7 +18,7 @@ from agentenv import load_bundle
 from agentenv.cli import main
 
 from tests.conftest import ROOT
-from tests.unit.core_helpers import copy_bundle, line_of, only_problem, patch, play, refused
+from tests.support.bundles import copy_bundle, line_of, only_problem, patch, play, refused
 
 WORDMATH = ROOT / "examples" / "bundles" / "wordmath"
 DATA = "data/problems.jsonl"

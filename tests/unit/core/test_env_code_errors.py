@@ -131,7 +131,7 @@ def test_the_example_envs_refuse_a_policys_oversized_arithmetic_as_its_mistake(b
     # before, these raised RecursionError and OverflowError: under the one rule, an env crash the policy could cause
     from agentenv import load_bundle
 
-    from tests.unit.core_helpers import play as play_episode
+    from tests.support.bundles import play as play_episode
 
     loaded = load_bundle(ROOT / "examples" / "bundles" / bundle)
     _, steps, result = asyncio.run(play_episode(loaded, task, [call], ["0"]))

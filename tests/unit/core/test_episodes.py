@@ -10,7 +10,7 @@ import pytest
 from agentenv import Episode, load_bundle
 
 from tests.conftest import ARITH, FAKE
-from tests.unit.core_helpers import copy_bundle, patch, play, until
+from tests.support.bundles import copy_bundle, patch, play, until
 
 WHERE_ENV = '''
 import asyncio

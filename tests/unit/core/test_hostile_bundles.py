@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from tests.conftest import FAKE, free_port
-from tests.unit.core_helpers import copy_bundle
+from tests.support.bundles import copy_bundle
 
 # runs a program with its address space (soft and hard) capped at argv[1] bytes: a runaway load fails fast, not the
 # machine

@@ -14,7 +14,7 @@ from agentenv.bundle.installed import installed_bundles
 from agentenv.cli import main
 from agentenv.cli.scaffold import scaffold
 
-from tests.installed_site import Site
+from tests.support.installed_site import Site
 
 CORE = version("agentenv-core")
 

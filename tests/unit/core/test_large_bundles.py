@@ -14,7 +14,7 @@ import yaml
 from agentenv import load_bundle
 from agentenv.bundle.yaml_lines import load_yaml, read_yaml
 
-from tests.unit.core_helpers import only_problem, refused
+from tests.support.bundles import only_problem, refused
 
 N = 10_000
 ENV = '''from agentenv import Env, tool

@@ -12,7 +12,7 @@ from agentenv.errors import PluginError
 from agentenv.plugins import EnvKind, Integration, Plugins, RewardRule, VerifierKind, hookimpl, plugins, reset_plugins
 
 from tests.conftest import FAKE
-from tests.unit.core_helpers import play
+from tests.support.bundles import play
 
 MISBEHAVING = ("agentenv_testplugin.broken", "agentenv_testplugin.dupe", "agentenv_testplugin.typo")
 

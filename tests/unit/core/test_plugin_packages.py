@@ -24,7 +24,7 @@ import httpx
 import pytest
 
 from tests.conftest import ROOT, free_port
-from tests.unit.once import once_per_run
+from tests.support.once import once_per_run
 
 pytestmark = pytest.mark.slow
 

@@ -6,7 +6,7 @@ from agentenv import load_bundle
 from agentenv.plugins import Plugins, VerifierKind, hookimpl
 
 from tests.conftest import FAKE
-from tests.unit.core_helpers import copy_bundle, patch, play
+from tests.support.bundles import copy_bundle, patch, play
 
 
 def plugin_set(*plugins: type) -> Plugins:

@@ -16,7 +16,7 @@ from agentenv.errors import PluginError
 from agentenv.plugins import EnvKind, Plugins, Problem, RewardRule, VerifierKind, hookimpl
 
 from tests.conftest import FAKE
-from tests.unit.core_helpers import copy_bundle, line_of, only_problem, patch, play, refused
+from tests.support.bundles import copy_bundle, line_of, only_problem, patch, play, refused
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ from agentenv.engine.agentproc import AgentDirs, AgentProcess
 from agentenv.engine.agents import Launch
 
 from tests.conftest import FAKE
-from tests.unit.core_helpers import copy_bundle, line_of, only_problem, patch, play, refused
+from tests.support.bundles import copy_bundle, line_of, only_problem, patch, play, refused
 
 SECRETS = {
     "AWS_SECRET_ACCESS_KEY": "aws-5ecret",

@@ -8,7 +8,7 @@ import pytest
 from agentenv import load_bundle
 
 from tests.conftest import FAKE, running
-from tests.unit.core_helpers import copy_bundle, patch, play, until
+from tests.support.bundles import copy_bundle, patch, play, until
 
 
 @pytest.fixture(scope="module")

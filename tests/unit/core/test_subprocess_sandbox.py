@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from agentenv import load_bundle
 
-from tests.unit.core_helpers import copy_bundle, patch, play
+from tests.support.bundles import copy_bundle, patch, play
 
 ROOT = Path(__file__).resolve().parents[3]
 

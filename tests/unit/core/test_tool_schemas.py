@@ -11,7 +11,7 @@ import pytest
 from agentenv.cli import main
 
 from tests.conftest import FAKE
-from tests.unit.core_helpers import copy_bundle, line_of, patch, refused
+from tests.support.bundles import copy_bundle, line_of, patch, refused
 
 # the three mistakes the issue names, each with where it sits in the schema and the fix said
 BAD = {

@@ -8,7 +8,7 @@ from agentenv.engine.verifiers import Check
 from agentenv.plugins import Plugins
 
 from tests.conftest import FAKE
-from tests.unit.core_helpers import copy_bundle, play
+from tests.support.bundles import copy_bundle, play
 
 CHECKS = """
 import asyncio

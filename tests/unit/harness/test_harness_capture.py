@@ -18,7 +18,7 @@ from agentenv.wire import Tool
 from agentenv_harness.capture import CaptureProxy
 from agentenv_harness.mcp import ToolServer
 
-from tests.unit.harness_support import Engine, engine
+from tests.support.harness import Engine, engine
 
 __all__ = ["engine"]  # a fixture
 

@@ -10,8 +10,8 @@ from agentenv.errors import AgentEnvError
 from agentenv_harness import prompt_rows
 from agentenv_harness.tasks import plan, task_of_prompt
 
-from tests.unit.core_helpers import copy_bundle, patch
-from tests.unit.harness_support import HARNESS, PLACEHOLDER
+from tests.support.bundles import copy_bundle, patch
+from tests.support.harness import HARNESS, PLACEHOLDER
 
 
 def test_prompt_rows_has_a_row_per_task_naming_it_in_a_system_line():

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from tests.conftest import free_port
-from tests.unit.harness_support import HARNESS, engine, make_factory, prompt_of
+from tests.support.harness import HARNESS, engine, make_factory, prompt_of
 from tools.matrix import MATRIX
 
 __all__ = ["engine", "make_factory"]  # fixtures

@@ -10,8 +10,8 @@ import pytest
 from agentenv import faults
 from agentenv.errors import EpisodeLost
 
-from tests.unit.core_helpers import copy_bundle, patch
-from tests.unit.harness_support import (
+from tests.support.bundles import copy_bundle, patch
+from tests.support.harness import (
     HARNESS,
     PLACEHOLDER,
     Engine,

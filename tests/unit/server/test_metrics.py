@@ -9,7 +9,7 @@ from agentenv.errors import EpisodeLost
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import FAKE
-from tests.unit.core_helpers import copy_bundle, patch
+from tests.support.bundles import copy_bundle, patch
 
 TOKEN_VAR = "AGENTENV_METRICS_TEST_TOKEN"
 TOKEN = "tok-metrics-5e1f"

@@ -20,7 +20,7 @@ from agentenv.client.taskapi import iter_tasks, read_tasks
 from agentenv_server import ServerThread, build_app
 from agentenv_verl.writer import write
 
-from tests.unit.server_helpers import ask, open_ws, reset_data
+from tests.support.wire import ask, open_ws, reset_data
 
 N = 2_500
 

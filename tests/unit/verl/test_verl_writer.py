@@ -253,7 +253,7 @@ def test_the_extra_pins_the_declared_range():
 
 
 def test_an_installed_bundle_is_written_by_name_with_the_loops_pointed_at_the_server_url(tmp_path, monkeypatch, capsys):
-    from tests.installed_site import Site
+    from tests.support.installed_site import Site
 
     root = tmp_path / "site"
     root.mkdir()

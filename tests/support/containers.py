@@ -20,7 +20,7 @@ from agentenv.client.settings import Shared
 from agentenv.errors import EpisodeLost
 from agentenv.wire import EpisodeResult, ToolAnswer
 
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parents[1] / "containers"  # the tier's own folder: its bundles
 BOX = HERE / "bundles" / "box"
 BASE = "agentenv-test/python:bookworm"
 _LISTING = {"container": ["ps", "-a", "-q"], "network": ["network", "ls", "-q"], "volume": ["volume", "ls", "-q"]}

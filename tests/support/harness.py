@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import ROOT
-from tests.fixtures.standin_engine import Served, StandinEngine, serve
+from tests.support.vllm_standin import Served, StandinEngine, serve
 
 HARNESS = ROOT / "tests" / "fixtures" / "bundles" / "harness"
 PLACEHOLDER = "http://127.0.0.1:9/v1"  # where the harness bundle's judges and user simulators point until patched
