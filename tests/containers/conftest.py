@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ServeProcess
+from tests.support import ServeProcess
 from tests.support.containers import BASE, BOX
 
 

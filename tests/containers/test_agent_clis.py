@@ -21,12 +21,10 @@ import pytest
 from agentenv import sandbox
 from agentenv_harness import AgentEnvSessionFactory, prompt_rows
 
-from tests.conftest import ROOT
+from tests.support import ROOT
 from tests.support.bundles import copy_bundle, patch
 from tests.support.containers import BASE, docker
-from tests.support.harness import HARNESS, Engine, agent_bin
-
-__all__ = ["agent_bin"]  # fixtures
+from tests.support.harness import HARNESS, Engine
 
 
 @pytest.fixture(scope="module")

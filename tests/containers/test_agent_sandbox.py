@@ -18,9 +18,6 @@ from agentenv.sandbox import Opening
 from agentenv.specs import SandboxSpec
 
 from tests.support.containers import BASE, docker, of_process
-from tests.support.harness import engine
-
-__all__ = ["engine"]  # fixtures
 
 PROGRAM = r"""
 import json, os, socket, sys

@@ -20,7 +20,7 @@ from agentenv.client.session import Session
 from agentenv.client.settings import Shared
 from agentenv.errors import EpisodeLost
 
-from tests.conftest import ServeProcess
+from tests.support import ServeProcess
 from tests.support.containers import BOX
 
 

@@ -14,7 +14,7 @@ import shutil
 import uuid
 from pathlib import Path
 
-from tests.conftest import ServeProcess
+from tests.support import ServeProcess
 from tests.support.containers import BOX, agentenv, docker, probe, wait_until_none
 
 

@@ -9,7 +9,7 @@ from agentenv.client.rollout import RolloutRecord
 from agentenv.client.session import Session
 from agentenv.client.settings import Shared
 
-from tests.conftest import ServeProcess
+from tests.support import ServeProcess
 from tests.support.containers import BOX, of_process, wait_until_none
 
 AT_ONCE = 32

@@ -14,7 +14,7 @@ os.environ.setdefault("HF_DATASETS_CACHE", os.path.join(tempfile.gettempdir(), "
 import pytest
 from agentenv_verl import write
 
-from tests.conftest import ServeProcess
+from tests.support import ServeProcess
 from tests.support.containers import wait_until_none
 from tests.support.verl import ScriptedServer, build_tokenizer, dataset_rows, make_loop, tool_call
 

@@ -16,8 +16,8 @@ from agentenv.client.settings import Shared
 from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect
 
-from tests.conftest import FAKE, Ledger, free_port
-from tests.faults.conftest import Matrix, play, public_address, run
+from tests.support import FAKE, Ledger, free_port
+from tests.support.faults import Matrix, play, public_address, run
 from tests.support.wire import ask, open_ws, reset_data, ws_url
 
 TOKEN = "tok-a77c01d4e8"

@@ -16,7 +16,7 @@ import time
 import pytest
 from agentenv.client.settings import Shared
 
-from tests.faults.conftest import Matrix, play, run
+from tests.support.faults import Matrix, play, run
 from tests.support.wire import half_open, reset_data
 
 DROPS = 120

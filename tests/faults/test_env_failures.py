@@ -8,8 +8,8 @@ import time
 import pytest
 from agentenv.client.settings import Shared
 
-from tests.conftest import Ledger, running
-from tests.faults.conftest import Matrix, play, run
+from tests.support import Ledger, running
+from tests.support.faults import Matrix, play, run
 
 
 def test_a_tool_past_its_deadline_fails_the_episode_and_frees_the_slot(matrix: Matrix, ledger: Ledger) -> None:

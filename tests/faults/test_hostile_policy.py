@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 from agentenv.client.settings import Shared
 
-from tests.conftest import running
-from tests.faults.conftest import Matrix, play, run
+from tests.support import running
 from tests.support.bundles import copy_bundle, patch
+from tests.support.faults import Matrix, play, run
 
 
 @pytest.fixture

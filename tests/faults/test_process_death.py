@@ -18,8 +18,8 @@ import pytest
 from agentenv.client.session import Session
 from agentenv.client.settings import Shared
 
-from tests.conftest import FAKE, Ledger, alive, running
-from tests.faults.conftest import Matrix, left_after, marked, play, run
+from tests.support import FAKE, Ledger, alive, running
+from tests.support.faults import Matrix, left_after, marked, play, run
 
 SESSIONS = 32
 

@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import ServeProcess
 from tests.harbor.support import SUITE
+from tests.support import ServeProcess
 from tests.support.containers import wait_until_none
 
 pytest.importorskip("torch", reason="TRL trains on the Python the CPU torch wheel is for (nox -s harbor runs it)")

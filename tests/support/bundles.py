@@ -1,11 +1,11 @@
-"""Helpers for the core's tests: bundles copied into tmp_path and patched, and episodes played."""
+"""Bundles for the tests: copied into tmp_path and patched, refused, played as episodes; the fake bundle's ``ops``
+copy and the ledger its envs write."""
 
 from __future__ import annotations
 
-import asyncio
+import collections
 import shutil
-import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +13,53 @@ import pytest
 from agentenv import Bundle, BundleError, Episode, EpisodeResult, load_bundle
 from agentenv.errors import BundleProblem
 
-from tests.conftest import FAKE, running  # noqa: F401  # tests import it from here too
+from tests.support.paths import FAKE
+from tests.support.waiting import wait_until
+
+OPS_ENV = """
+  ops:
+    kind: python
+    target: fake_env:FakeOps
+"""
+OPS_TASK = """id: ops
+split: train
+toolset: {envs: [ops]}
+turns:
+- prompt: Echo 'ops' with the echo tool, then say it.
+  verifiers: [{id: answer-1, kind: python, check: fake_env:said_echo}]
+"""
+
+
+def with_ops(folder: Path) -> Path:
+    """A copy of the fake bundle in ``folder``, with the ``ops`` env (fake_env.FakeOps: it starts programs and leaks
+    descriptors) and a task ``ops`` using it: the fault matrix's bundle (the fake one's toolsets stay as they are)."""
+    target = folder / "fake"
+    if not target.exists():
+        shutil.copytree(FAKE, target, ignore=shutil.ignore_patterns("__pycache__"))
+        text = (target / "bundle.yaml").read_text()
+        (target / "bundle.yaml").write_text(text.replace("\ndefaults:", OPS_ENV.rstrip() + "\ndefaults:", 1))
+        (target / "tasks" / "ops.yaml").write_text(OPS_TASK)
+    return target
+
+
+class Ledger:
+    """What the fake env did, read from the file its $AGENTENV_FAKE_LEDGER points at."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def events(self) -> list[str]:
+        if not self.path.exists():
+            return []
+        return [line.rsplit(" ", 1)[0] for line in self.path.read_text().splitlines() if line]
+
+    def count(self, event: str) -> int:
+        return collections.Counter(self.events())[event]
+
+    def wait_for(self, event: str, n: int, timeout: float = 10.0) -> int:
+        """Wait until ``event`` happened at least ``n`` times; returns the count."""
+        wait_until(lambda: self.count(event) >= n, timeout, interval=0.02)
+        return self.count(event)
 
 
 def copy_bundle(tmp_path: Path, source: Path = FAKE) -> Path:
@@ -70,20 +116,3 @@ async def play(
     finally:
         result = await episode.close()
     return episode, steps, result
-
-
-async def until(condition: Callable[[], bool], timeout: float = 10.0) -> None:
-    """Wait (on the loop) until ``condition()`` holds; fail after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"still not true after {timeout} s"
-        await asyncio.sleep(0.01)
-
-
-def gone(pid: int) -> bool:
-    """True once ``pid`` has exited (a zombie waiting to be reaped counts as gone)."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, ProcessLookupError):
-        return True
-    return state in {"Z", "X"}

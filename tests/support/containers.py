@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +18,8 @@ from agentenv.client.session import Session
 from agentenv.client.settings import Shared
 from agentenv.errors import EpisodeLost
 from agentenv.wire import EpisodeResult, ToolAnswer
+
+from tests.support.waiting import wait_until
 
 HERE = Path(__file__).resolve().parents[1] / "containers"  # the tier's own folder: its bundles
 BOX = HERE / "bundles" / "box"
@@ -49,12 +50,12 @@ def of_process(pid: int, kind: str = "container") -> list[str]:
 
 def wait_until_none(pid: int, seconds: float = 60.0) -> dict[str, list[str]]:
     """Wait until the engine holds nothing of process ``pid`` (containers, networks, volumes); what is left."""
-    deadline = time.monotonic() + seconds
-    while True:
-        left = {kind: of_process(pid, kind) for kind in _LISTING}
-        if not any(left.values()) or time.monotonic() > deadline:
-            return {k: v for k, v in left.items() if v}
-        time.sleep(0.5)
+
+    def left() -> dict[str, list[str]]:
+        return {kind: found for kind in _LISTING if (found := of_process(pid, kind))}
+
+    wait_until(lambda: not left(), seconds, interval=0.5)
+    return left()
 
 
 @dataclass

@@ -22,7 +22,7 @@ from agentenv.client.settings import Shared
 from agentenv.client.sync import SyncSession
 from agentenv.faults import RULES
 
-from tests.conftest import FAKE, ServeProcess, with_ops
+from tests.support import FAKE, ServeProcess, with_ops
 
 __all__ = ["SCENARIOS", "Scenario", "ScenarioServer", "scenario_server"]
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.support import ROOT
 
 
 def shared_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:

@@ -7,10 +7,9 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[2]
-FAKE = ROOT / "tests" / "fixtures" / "bundles" / "fake"
-INBOX = ROOT / "examples" / "bundles" / "inbox"
-ARITH = ROOT / "examples" / "bundles" / "arith"
+from tests.support.paths import ARITH, FAKE, INBOX
+
+__all__ = ["ARITH", "FAKE", "INBOX"]  # the tier's tests take the bundles from here with the rest
 
 
 def say(tool: str, **args: Any) -> dict[str, Any]:

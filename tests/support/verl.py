@@ -28,11 +28,9 @@ with warnings.catch_warnings():  # the reward loop imports verl's training engin
     warnings.filterwarnings("ignore", message=r".* engine is not available", category=UserWarning)
     from verl.experimental.reward_loop.reward_loop import RewardLoopWorker
 
-ROOT = Path(__file__).resolve().parents[2]
-FAKE = ROOT / "tests" / "fixtures" / "bundles" / "fake"
-VERDICTS = ROOT / "tests" / "fixtures" / "bundles" / "verdicts"
-INBOX = ROOT / "examples" / "bundles" / "inbox"
-ARITH = ROOT / "examples" / "bundles" / "arith"
+from tests.support.paths import ARITH, FAKE, INBOX, VERDICTS  # after verl's warnings are silenced
+
+__all__ = ["ARITH", "FAKE", "INBOX", "VERDICTS"]  # the tier's tests take the bundles from here with the rest
 
 SPECIAL = [
     "<|endoftext|>",

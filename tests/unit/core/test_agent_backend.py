@@ -9,9 +9,7 @@ import pytest
 from agentenv.errors import EpisodeLost
 
 from tests.support.bundles import copy_bundle, patch, refused
-from tests.support.harness import HARNESS, engine, make_factory, prompt_of
-
-__all__ = ["engine", "make_factory"]  # fixtures
+from tests.support.harness import HARNESS, prompt_of
 
 
 def test_an_agent_naming_an_unknown_sandbox_backend_fails_its_deploy_naming_the_known_ones(make_factory, tmp_path):

@@ -13,7 +13,7 @@ import pytest
 from agentenv import load_bundle
 from agentenv.cli import main
 
-from tests.conftest import ROOT
+from tests.support import ROOT
 from tests.support.bundles import line_of, only_problem, refused
 
 AGENTENV = Path(sys.executable).with_name("agentenv")

@@ -10,8 +10,8 @@ import uuid
 import pytest
 from agentenv import load_bundle
 
-from tests.conftest import FAKE
-from tests.support.bundles import copy_bundle, patch, play, running, until
+from tests.support import FAKE, running, until
+from tests.support.bundles import copy_bundle, patch, play
 
 LIMITS = "{call_seconds: 2, memory_mb: 128, pids: 64, file_mb: 1, disk_mb: 8}"
 

@@ -13,13 +13,8 @@ from agentenv import load_bundle
 from agentenv.engine.envkinds import ENV_KINDS
 from agentenv.plugins import EnvKind, Plugins, hookimpl
 
-from tests.conftest import FAKE, INBOX
+from tests.support import INBOX
 from tests.support.bundles import copy_bundle, line_of, only_problem, patch, refused
-
-
-@pytest.fixture
-def fake(tmp_path: Path) -> Path:
-    return copy_bundle(tmp_path, FAKE)
 
 
 @pytest.fixture
@@ -27,11 +22,11 @@ def inbox_copy(tmp_path: Path) -> Path:
     return copy_bundle(tmp_path, INBOX)
 
 
-def test_a_missing_bundle_yaml_is_refused_naming_the_file(fake):
-    (fake / "bundle.yaml").unlink()
-    error = refused(fake)
+def test_a_missing_bundle_yaml_is_refused_naming_the_file(fake_copy):
+    (fake_copy / "bundle.yaml").unlink()
+    error = refused(fake_copy)
     problem = only_problem(error)
-    assert problem.file == str(fake / "bundle.yaml")
+    assert problem.file == str(fake_copy / "bundle.yaml")
     assert "missing file (there is no bundle.yaml in it)" in problem.message
     assert "nothing was loaded" in str(error)
 
@@ -42,21 +37,21 @@ def test_a_folder_that_does_not_exist_is_refused_saying_so(tmp_path):
     assert "the folder does not exist" in problem.message
 
 
-def test_a_task_glob_that_matches_no_file_is_refused(fake):
-    patch(fake / "bundle.yaml", "tasks: tasks/*.yaml", "tasks: taks/*.yaml")
-    problem = only_problem(refused(fake))
+def test_a_task_glob_that_matches_no_file_is_refused(fake_copy):
+    patch(fake_copy / "bundle.yaml", "tasks: tasks/*.yaml", "tasks: taks/*.yaml")
+    problem = only_problem(refused(fake_copy))
     assert (problem.file, problem.field) == ("bundle.yaml", "tasks")
-    assert problem.line == line_of(fake / "bundle.yaml", "tasks: taks/*.yaml")
+    assert problem.line == line_of(fake_copy / "bundle.yaml", "tasks: taks/*.yaml")
     assert "'taks/*.yaml' matches no file" in problem.message
 
 
-def test_an_env_module_file_that_is_missing_is_refused_at_the_envs_target(fake):
-    (fake / "fake_env.py").rename(fake / "other_env.py")
-    error = refused(fake)
+def test_an_env_module_file_that_is_missing_is_refused_at_the_envs_target(fake_copy):
+    (fake_copy / "fake_env.py").rename(fake_copy / "other_env.py")
+    error = refused(fake_copy)
     problems = [p for p in error.problems if p.field == "envs.ok.target"]
     assert problems, str(error)
     assert problems[0].file == "bundle.yaml"
-    assert problems[0].line == line_of(fake / "bundle.yaml", "  ok:") + 2  # the target: line under ok:
+    assert problems[0].line == line_of(fake_copy / "bundle.yaml", "  ok:") + 2  # the target: line under ok:
     assert "module 'fake_env' not found" in problems[0].message
 
 
@@ -67,118 +62,120 @@ def test_a_misspelt_env_target_is_told_once_at_the_target(inbox_copy):
     assert "module 'inbox_env' has no 'Mailbx'" in problem.message
 
 
-def test_an_env_kinds_problem_is_said_at_the_sub_field_it_names(fake):
+def test_an_env_kinds_problem_is_said_at_the_sub_field_it_names(fake_copy):
     patch(
-        fake / "bundle.yaml", "    command: [python, fake_proc.py]", "    command: [python, fake_proc.py]\n    imag: x"
+        fake_copy / "bundle.yaml",
+        "    command: [python, fake_proc.py]",
+        "    command: [python, fake_proc.py]\n    imag: x",
     )
-    problem = only_problem(refused(fake))
+    problem = only_problem(refused(fake_copy))
     assert (problem.file, problem.field) == ("bundle.yaml", "envs.proc.imag")
-    assert problem.line == line_of(fake / "bundle.yaml", "imag: x")
+    assert problem.line == line_of(fake_copy / "bundle.yaml", "imag: x")
     assert problem.message == (
         "unknown field; a subprocess env takes command, config, roles, env, pass_env, sandbox, setup"
     )
 
 
-def test_a_yaml_syntax_error_in_a_task_names_the_file_and_its_line(fake):
-    patch(fake / "tasks" / "two-turn.yaml", "- prompt: Now say goodbye.", "- prompt: Now: say: goodbye.")
-    error = refused(fake)
+def test_a_yaml_syntax_error_in_a_task_names_the_file_and_its_line(fake_copy):
+    patch(fake_copy / "tasks" / "two-turn.yaml", "- prompt: Now say goodbye.", "- prompt: Now: say: goodbye.")
+    error = refused(fake_copy)
     problem = only_problem(error)
     assert problem.file == "tasks/two-turn.yaml"
-    assert problem.line == line_of(fake / "tasks" / "two-turn.yaml", "Now: say: goodbye.")
+    assert problem.line == line_of(fake_copy / "tasks" / "two-turn.yaml", "Now: say: goodbye.")
     assert problem.message.startswith("YAML syntax error: mapping values are not allowed here")
     assert f"tasks/two-turn.yaml:{problem.line}: YAML syntax error" in str(error)
 
 
-def test_a_yaml_syntax_error_in_bundle_yaml_names_its_line(fake):
-    patch(fake / "bundle.yaml", "    config: {deploy: fail}", "    config: {deploy: fail")
-    problem = only_problem(refused(fake))
+def test_a_yaml_syntax_error_in_bundle_yaml_names_its_line(fake_copy):
+    patch(fake_copy / "bundle.yaml", "    config: {deploy: fail}", "    config: {deploy: fail")
+    problem = only_problem(refused(fake_copy))
     assert problem.file == "bundle.yaml"
     assert problem.line is not None
-    assert problem.line >= line_of(fake / "bundle.yaml", "config: {deploy: fail")
+    assert problem.line >= line_of(fake_copy / "bundle.yaml", "config: {deploy: fail")
     assert "YAML syntax error" in problem.message
 
 
-def test_an_unknown_env_kind_is_refused_with_the_known_kinds(fake):
-    patch(fake / "bundle.yaml", "    kind: subprocess", "    kind: docker")
-    error = refused(fake)
+def test_an_unknown_env_kind_is_refused_with_the_known_kinds(fake_copy):
+    patch(fake_copy / "bundle.yaml", "    kind: subprocess", "    kind: docker")
+    error = refused(fake_copy)
     problem = error.problems[0]
     assert (problem.file, problem.field) == ("bundle.yaml", "envs.proc.kind")
-    assert problem.line == line_of(fake / "bundle.yaml", "kind: docker")
+    assert problem.line == line_of(fake_copy / "bundle.yaml", "kind: docker")
     assert "unknown env kind 'docker'; known: bash, container, harbor, python, subprocess" in problem.message
     assert "install the plugin that provides it" in problem.message
     assert f"bundle.yaml:{problem.line}: envs.proc.kind: unknown env kind 'docker'" in str(error)
 
 
-def test_an_unknown_verifier_kind_is_refused_with_the_known_kinds(fake):
-    patch(fake / "tasks" / "two-turn.yaml", "kind: contains", "kind: fuzzy")
-    problem = only_problem(refused(fake))
+def test_an_unknown_verifier_kind_is_refused_with_the_known_kinds(fake_copy):
+    patch(fake_copy / "tasks" / "two-turn.yaml", "kind: contains", "kind: fuzzy")
+    problem = only_problem(refused(fake_copy))
     assert (problem.file, problem.field) == ("tasks/two-turn.yaml", "turns[1].verifiers[0].kind")
-    assert problem.line == line_of(fake / "tasks" / "two-turn.yaml", "kind: fuzzy")
+    assert problem.line == line_of(fake_copy / "tasks" / "two-turn.yaml", "kind: fuzzy")
     assert "unknown verifier kind 'fuzzy'; known: contains, exact, harbor, judge, python, regex" in problem.message
 
 
-def test_a_duplicate_task_id_is_refused_naming_both_files(fake):
-    patch(fake / "tasks" / "two-turn.yaml", "id: two-turn", "id: echo")
-    problem = only_problem(refused(fake))
+def test_a_duplicate_task_id_is_refused_naming_both_files(fake_copy):
+    patch(fake_copy / "tasks" / "two-turn.yaml", "id: two-turn", "id: echo")
+    problem = only_problem(refused(fake_copy))
     assert (problem.file, problem.field, problem.line) == ("tasks/two-turn.yaml", "id", 1)
     assert "duplicate task id 'echo' (also in tasks/echo.yaml)" in problem.message
 
 
-def test_a_task_without_a_split_is_refused(fake):
-    patch(fake / "tasks" / "two-turn.yaml", "split: train\n", "")
-    problem = only_problem(refused(fake))
+def test_a_task_without_a_split_is_refused(fake_copy):
+    patch(fake_copy / "tasks" / "two-turn.yaml", "split: train\n", "")
+    problem = only_problem(refused(fake_copy))
     assert (problem.file, problem.field) == ("tasks/two-turn.yaml", "split")
     assert problem.line == 1
     assert "task 'two-turn' has no split; add one" in problem.message
 
 
-def test_a_split_the_bundle_does_not_declare_is_refused(fake):
-    patch(fake / "tasks" / "two-turn.yaml", "split: train", "split: valid")
-    problem = only_problem(refused(fake))
+def test_a_split_the_bundle_does_not_declare_is_refused(fake_copy):
+    patch(fake_copy / "tasks" / "two-turn.yaml", "split: train", "split: valid")
+    problem = only_problem(refused(fake_copy))
     assert (problem.file, problem.field) == ("tasks/two-turn.yaml", "split")
-    assert problem.line == line_of(fake / "tasks" / "two-turn.yaml", "split: valid")
+    assert problem.line == line_of(fake_copy / "tasks" / "two-turn.yaml", "split: valid")
     assert "split 'valid' is not one of the bundle's splits (train, eval, test)" in problem.message
 
 
-def test_an_access_change_naming_a_tool_the_env_lacks_is_refused(fake):
-    patch(fake / "tasks" / "no-add.yaml", "    - add", "    - multiply")
-    problem = only_problem(refused(fake))
+def test_an_access_change_naming_a_tool_the_env_lacks_is_refused(fake_copy):
+    patch(fake_copy / "tasks" / "no-add.yaml", "    - add", "    - multiply")
+    problem = only_problem(refused(fake_copy))
     assert (problem.file, problem.field) == ("tasks/no-add.yaml", "toolset.deny.ok[0]")
-    assert problem.line == line_of(fake / "tasks" / "no-add.yaml", "- multiply")
+    assert problem.line == line_of(fake_copy / "tasks" / "no-add.yaml", "- multiply")
     assert "deny names tool 'multiply', which env 'ok' does not have; its tools: add, big" in problem.message
 
 
-def test_an_access_change_naming_a_tool_of_a_subprocess_env_it_lacks_is_refused(fake):
-    patch(fake / "tasks" / "proc-echo.yaml", "  - proc\n", "  - proc\n  allow:\n    proc:\n    - teleport\n")
-    problem = only_problem(refused(fake))
+def test_an_access_change_naming_a_tool_of_a_subprocess_env_it_lacks_is_refused(fake_copy):
+    patch(fake_copy / "tasks" / "proc-echo.yaml", "  - proc\n", "  - proc\n  allow:\n    proc:\n    - teleport\n")
+    problem = only_problem(refused(fake_copy))
     assert (problem.file, problem.field) == ("tasks/proc-echo.yaml", "toolset.allow.proc[0]")
-    assert problem.line == line_of(fake / "tasks" / "proc-echo.yaml", "- teleport")
+    assert problem.line == line_of(fake_copy / "tasks" / "proc-echo.yaml", "- teleport")
     assert "allow names tool 'teleport', which env 'proc' does not have; its tools: die, echo" in problem.message
 
 
-def test_a_turn_without_a_prompt_is_refused(fake):
-    patch(fake / "tasks" / "two-turn.yaml", "- prompt: Now say goodbye.\n  verifiers:", "- verifiers:")
-    problem = only_problem(refused(fake))
+def test_a_turn_without_a_prompt_is_refused(fake_copy):
+    patch(fake_copy / "tasks" / "two-turn.yaml", "- prompt: Now say goodbye.\n  verifiers:", "- verifiers:")
+    problem = only_problem(refused(fake_copy))
     assert (problem.file, problem.field) == ("tasks/two-turn.yaml", "turns[1].prompt")
-    assert problem.line == line_of(fake / "tasks" / "two-turn.yaml", "- verifiers:")
+    assert problem.line == line_of(fake_copy / "tasks" / "two-turn.yaml", "- verifiers:")
     assert problem.message == "missing; every turn needs a prompt"
 
 
-def test_a_blank_prompt_is_refused(fake):
-    patch(fake / "tasks" / "two-turn.yaml", "- prompt: Now say goodbye.", "- prompt: '  '")
-    problem = only_problem(refused(fake))
+def test_a_blank_prompt_is_refused(fake_copy):
+    patch(fake_copy / "tasks" / "two-turn.yaml", "- prompt: Now say goodbye.", "- prompt: '  '")
+    problem = only_problem(refused(fake_copy))
     assert (problem.file, problem.field) == ("tasks/two-turn.yaml", "turns[1].prompt")
-    assert problem.line == line_of(fake / "tasks" / "two-turn.yaml", "- prompt: '  '")
+    assert problem.line == line_of(fake_copy / "tasks" / "two-turn.yaml", "- prompt: '  '")
     assert "is empty; write the prompt" in problem.message
 
 
-def test_a_reward_rule_that_does_not_exist_is_refused_with_the_known_rules(fake):
-    (fake / "tasks" / "two-turn.yaml").write_text(
-        (fake / "tasks" / "two-turn.yaml").read_text() + "reward: median\n", encoding="utf-8"
+def test_a_reward_rule_that_does_not_exist_is_refused_with_the_known_rules(fake_copy):
+    (fake_copy / "tasks" / "two-turn.yaml").write_text(
+        (fake_copy / "tasks" / "two-turn.yaml").read_text() + "reward: median\n", encoding="utf-8"
     )
-    problem = only_problem(refused(fake))
+    problem = only_problem(refused(fake_copy))
     assert (problem.file, problem.field) == ("tasks/two-turn.yaml", "reward")
-    assert problem.line == line_of(fake / "tasks" / "two-turn.yaml", "reward: median")
+    assert problem.line == line_of(fake_copy / "tasks" / "two-turn.yaml", "reward: median")
     assert "unknown reward rule 'median'; known: " in problem.message
     assert "last, mean, min, weighted" in problem.message
 
@@ -193,94 +190,94 @@ def test_a_reward_rule_that_does_not_exist_is_refused_with_the_known_rules(fake)
     ],
     ids=["good", "unknown-step", "not-a-number", "not-positive"],
 )
-def test_bad_weights_of_the_weighted_rule_are_refused(fake, weights, message):
-    patch(fake / "tasks" / "weighted.yaml", "    answer-2: 3", f"    {weights}")
+def test_bad_weights_of_the_weighted_rule_are_refused(fake_copy, weights, message):
+    patch(fake_copy / "tasks" / "weighted.yaml", "    answer-2: 3", f"    {weights}")
     if message is None:
-        assert load_bundle(fake).task("weighted").reward.params == {"weights": {"answer-1": 1, "answer-2": 3}}
+        assert load_bundle(fake_copy).task("weighted").reward.params == {"weights": {"answer-1": 1, "answer-2": 3}}
         return
-    problem = only_problem(refused(fake))
+    problem = only_problem(refused(fake_copy))
     assert (problem.file, problem.field) == ("tasks/weighted.yaml", "reward")
-    assert problem.line == line_of(fake / "tasks" / "weighted.yaml", "reward:")
+    assert problem.line == line_of(fake_copy / "tasks" / "weighted.yaml", "reward:")
     assert message in problem.message
 
 
-def test_weighted_without_weights_is_refused(fake):
-    patch(fake / "tasks" / "weighted.yaml", "  weights:\n    answer-1: 1\n    answer-2: 3\n", "")
-    problem = only_problem(refused(fake))
+def test_weighted_without_weights_is_refused(fake_copy):
+    patch(fake_copy / "tasks" / "weighted.yaml", "  weights:\n    answer-1: 1\n    answer-2: 3\n", "")
+    problem = only_problem(refused(fake_copy))
     assert (problem.file, problem.field) == ("tasks/weighted.yaml", "reward")
     assert "weighted needs weights by step id" in problem.message
 
 
-def test_parameters_for_a_rule_that_takes_none_are_refused(fake):
-    patch(fake / "tasks" / "weighted.yaml", "  rule: weighted", "  rule: mean")
-    problem = only_problem(refused(fake))
+def test_parameters_for_a_rule_that_takes_none_are_refused(fake_copy):
+    patch(fake_copy / "tasks" / "weighted.yaml", "  rule: weighted", "  rule: mean")
+    problem = only_problem(refused(fake_copy))
     assert (problem.file, problem.field) == ("tasks/weighted.yaml", "reward")
     assert "unknown field(s) weights; this rule takes none" in problem.message
 
 
-def test_an_unknown_task_field_is_refused(fake):
-    patch(fake / "tasks" / "two-turn.yaml", "split: train", "split: train\nsytem: Be brief.")
-    problem = only_problem(refused(fake))
+def test_an_unknown_task_field_is_refused(fake_copy):
+    patch(fake_copy / "tasks" / "two-turn.yaml", "split: train", "split: train\nsytem: Be brief.")
+    problem = only_problem(refused(fake_copy))
     assert (problem.file, problem.field) == ("tasks/two-turn.yaml", "sytem")
-    assert problem.line == line_of(fake / "tasks" / "two-turn.yaml", "sytem:")
+    assert problem.line == line_of(fake_copy / "tasks" / "two-turn.yaml", "sytem:")
     assert "unknown field; remove it or check its spelling" in problem.message
 
 
-def test_an_unknown_bundle_field_is_refused_with_the_known_fields(fake):
-    patch(fake / "bundle.yaml", "splits: [train, eval, test]", "splits: [train, eval, test]\nsplit: train")
-    problem = only_problem(refused(fake))
+def test_an_unknown_bundle_field_is_refused_with_the_known_fields(fake_copy):
+    patch(fake_copy / "bundle.yaml", "splits: [train, eval, test]", "splits: [train, eval, test]\nsplit: train")
+    problem = only_problem(refused(fake_copy))
     assert (problem.file, problem.field) == ("bundle.yaml", "split")
-    assert problem.line == line_of(fake / "bundle.yaml", "split: train")
+    assert problem.line == line_of(fake_copy / "bundle.yaml", "split: train")
     assert "unknown field; the fields are agents, defaults, description, envs, name, splits, tasks" in problem.message
 
 
-def test_an_unknown_verifier_field_is_refused(fake):
-    patch(fake / "tasks" / "two-turn.yaml", "    answer: goodbye", "    answer: goodbye\n    anwser: bye")
-    problem = only_problem(refused(fake))
+def test_an_unknown_verifier_field_is_refused(fake_copy):
+    patch(fake_copy / "tasks" / "two-turn.yaml", "    answer: goodbye", "    answer: goodbye\n    anwser: bye")
+    problem = only_problem(refused(fake_copy))
     assert (problem.file, problem.field) == ("tasks/two-turn.yaml", "turns[1].verifiers[0].anwser")
-    assert problem.line == line_of(fake / "tasks" / "two-turn.yaml", "anwser: bye")
+    assert problem.line == line_of(fake_copy / "tasks" / "two-turn.yaml", "anwser: bye")
     assert (
         "contains verifier 'answer-2': unknown field; the fields are id, kind, answer, ignore_case" in problem.message
     )
 
 
-def test_a_bad_regex_is_refused_naming_the_verifier(fake):
-    patch(fake / "tasks" / "two-turn.yaml", "pattern: (?i)hello", "pattern: (hello")
-    problem = only_problem(refused(fake))
+def test_a_bad_regex_is_refused_naming_the_verifier(fake_copy):
+    patch(fake_copy / "tasks" / "two-turn.yaml", "pattern: (?i)hello", "pattern: (hello")
+    problem = only_problem(refused(fake_copy))
     assert (problem.file, problem.field) == ("tasks/two-turn.yaml", "turns[0].verifiers[0].pattern")
-    assert problem.line == line_of(fake / "tasks" / "two-turn.yaml", "pattern: (hello")
+    assert problem.line == line_of(fake_copy / "tasks" / "two-turn.yaml", "pattern: (hello")
     assert "regex verifier 'answer-1': pattern '(hello' is not a valid regular expression" in problem.message
 
 
-def test_a_python_check_that_does_not_exist_is_refused(fake):
-    patch(fake / "tasks" / "echo.yaml", "check: fake_env:said_echo", "check: fake_env:said_it")
-    problem = only_problem(refused(fake))
+def test_a_python_check_that_does_not_exist_is_refused(fake_copy):
+    patch(fake_copy / "tasks" / "echo.yaml", "check: fake_env:said_echo", "check: fake_env:said_it")
+    problem = only_problem(refused(fake_copy))
     assert (problem.file, problem.field) == ("tasks/echo.yaml", "turns[0].verifiers[0].check")
-    assert problem.line == line_of(fake / "tasks" / "echo.yaml", "check: fake_env:said_it")
+    assert problem.line == line_of(fake_copy / "tasks" / "echo.yaml", "check: fake_env:said_it")
     assert "module 'fake_env' has no 'said_it'" in problem.message
 
 
-def test_a_step_id_used_twice_in_a_task_is_refused(fake):
-    patch(fake / "tasks" / "two-turn.yaml", "  - id: answer-2", "  - id: answer-1")
-    problem = only_problem(refused(fake))
+def test_a_step_id_used_twice_in_a_task_is_refused(fake_copy):
+    patch(fake_copy / "tasks" / "two-turn.yaml", "  - id: answer-2", "  - id: answer-1")
+    problem = only_problem(refused(fake_copy))
     assert (problem.file, problem.field) == ("tasks/two-turn.yaml", "turns[1].verifiers[0].id")
     assert "step id 'answer-1' is used twice in task 'two-turn'" in problem.message
 
 
-def test_a_toolset_naming_an_env_the_bundle_lacks_is_refused(fake):
-    patch(fake / "tasks" / "no-add.yaml", "  - ok\n", "  - ko\n")
-    error = refused(fake)
+def test_a_toolset_naming_an_env_the_bundle_lacks_is_refused(fake_copy):
+    patch(fake_copy / "tasks" / "no-add.yaml", "  - ok\n", "  - ko\n")
+    error = refused(fake_copy)
     fields = {p.field for p in error.problems}
     assert "toolset.envs[0]" in fields, str(error)
     problem = next(p for p in error.problems if p.field == "toolset.envs[0]")
     assert "unknown env 'ko'; the bundle's envs: deploy_fails, deploy_hangs, ok, proc, slow" in problem.message
 
 
-def test_every_problem_of_a_bundle_is_listed_in_one_refusal(fake):
-    patch(fake / "tasks" / "two-turn.yaml", "kind: contains", "kind: fuzzy")
-    patch(fake / "tasks" / "weighted.yaml", "    answer-2: 3", "    answer-3: 3")
-    patch(fake / "tasks" / "echo.yaml", "split: train\n", "")
-    error = refused(fake)
+def test_every_problem_of_a_bundle_is_listed_in_one_refusal(fake_copy):
+    patch(fake_copy / "tasks" / "two-turn.yaml", "kind: contains", "kind: fuzzy")
+    patch(fake_copy / "tasks" / "weighted.yaml", "    answer-2: 3", "    answer-3: 3")
+    patch(fake_copy / "tasks" / "echo.yaml", "split: train\n", "")
+    error = refused(fake_copy)
     assert sorted((p.file, p.field) for p in error.problems) == [
         ("tasks/echo.yaml", "split"),
         ("tasks/two-turn.yaml", "turns[1].verifiers[0].kind"),
@@ -289,8 +286,8 @@ def test_every_problem_of_a_bundle_is_listed_in_one_refusal(fake):
     assert "(3 problems); nothing was loaded" in str(error)
 
 
-def test_a_bundle_refused_for_an_unknown_kind_loads_once_a_plugin_provides_it(fake):
-    patch(fake / "bundle.yaml", "    kind: subprocess", "    kind: docker")
+def test_a_bundle_refused_for_an_unknown_kind_loads_once_a_plugin_provides_it(fake_copy):
+    patch(fake_copy / "bundle.yaml", "    kind: subprocess", "    kind: docker")
 
     class Docker:
         @staticmethod
@@ -299,16 +296,16 @@ def test_a_bundle_refused_for_an_unknown_kind_loads_once_a_plugin_provides_it(fa
             subprocess_kind = next(k for k in ENV_KINDS if k.name == "subprocess")
             yield EnvKind("docker", subprocess_kind.create, subprocess_kind.describe)
 
-    refused(fake, plugin_set=Plugins())
+    refused(fake_copy, plugin_set=Plugins())
     # named apart from agentenv-docker's own plugin ("docker"), which the test environment has installed
-    assert load_bundle(fake, plugin_set=Plugins(extra=[("docker-like", Docker)])).envs["proc"].kind == "docker"
+    assert load_bundle(fake_copy, plugin_set=Plugins(extra=[("docker-like", Docker)])).envs["proc"].kind == "docker"
 
 
-def test_an_unknown_field_in_the_defaults_is_refused_once_in_bundle_yaml(fake):
-    patch(fake / "bundle.yaml", "  system: You are", "  sytem: You are")
-    problem = only_problem(refused(fake))
+def test_an_unknown_field_in_the_defaults_is_refused_once_in_bundle_yaml(fake_copy):
+    patch(fake_copy / "bundle.yaml", "  system: You are", "  sytem: You are")
+    problem = only_problem(refused(fake_copy))
     assert (problem.file, problem.field) == ("bundle.yaml", "defaults.sytem")
-    assert problem.line == line_of(fake / "bundle.yaml", "sytem:")
+    assert problem.line == line_of(fake_copy / "bundle.yaml", "sytem:")
     assert (
         "unknown task field; the fields are deploy, id, metadata, qa, reward, solution, split, system, toolset, turns"
         in (problem.message)

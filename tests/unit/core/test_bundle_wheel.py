@@ -10,20 +10,19 @@ import re
 import shutil
 import subprocess
 import sys
-import time
 import zipfile
 from dataclasses import dataclass
 from importlib.metadata import version
 from pathlib import Path
 
-import httpx
 import pytest
 from agentenv import load_bundle
 from agentenv.cli.scaffold import scaffold
 
-from tests.conftest import ROOT, free_port
+from tests.support import ROOT, free_port
 from tests.support.once import once_per_run
 from tests.support.openai_standin import Reference, StandIn
+from tests.support.servers import answering
 
 pytestmark = pytest.mark.slow
 
@@ -163,7 +162,7 @@ def test_the_installed_bundle_is_served_by_name_and_evaluated_through_the_server
         [str(c) for c in command], cwd=built.base, env={**clean, **env}, stderr=subprocess.PIPE, text=True
     )
     try:
-        _wait_for_health(server, f"http://127.0.0.1:{port}")
+        answering(server, f"http://127.0.0.1:{port}")
         with StandIn(Reference(load_bundle(built.source))) as standin:
             flags = ["--llm-url", standin.url, "--model", "stand-in", "--out", built.base / "eval-served"]
             done = built.agentenv("eval", f"http://127.0.0.1:{port}", "--token-var", "BUNDLE_TOKEN", *flags, env=env)
@@ -173,15 +172,3 @@ def test_the_installed_bundle_is_served_by_name_and_evaluated_through_the_server
         server.terminate()
         _, err = server.communicate(timeout=30)
     assert "serving bundle 'calc-tasks'" in err, err
-
-
-def _wait_for_health(server: subprocess.Popen[str], url: str, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        assert server.poll() is None, f"agentenv serve exited with {server.returncode}"
-        try:
-            if httpx.get(f"{url}/health", timeout=1).status_code == 200:
-                return
-        except httpx.HTTPError:
-            time.sleep(0.2)
-    raise AssertionError(f"agentenv serve did not answer on {url} within {timeout} s")

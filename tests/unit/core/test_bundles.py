@@ -10,7 +10,7 @@ import sys
 import pytest
 from agentenv import load_bundle
 
-from tests.conftest import ARITH, FAKE, INBOX
+from tests.support import ARITH, FAKE, INBOX
 from tests.support.bundles import copy_bundle, patch, play
 
 KEYS_SCRIPT = """

@@ -15,7 +15,7 @@ from agentenv import load_bundle
 from agentenv.cli import main
 from agentenv.plugins import plugins
 
-from tests.conftest import ARITH, FAKE, INBOX
+from tests.support import ARITH, FAKE, INBOX
 
 AGENTENV = Path(sys.executable).with_name("agentenv")  # the console script of the test environment
 

@@ -22,8 +22,7 @@ from agentenv import load_bundle
 from agentenv.errors import AgentEnvError
 from agentenv.files import MANIFEST, FolderBusy, locked, write_set
 
-from tests.conftest import INBOX
-from tests.support.harness import wait_until
+from tests.support import INBOX, wait_until
 from tests.support.openai_standin import Conversation, Reference, StandIn
 
 

@@ -17,7 +17,7 @@ import yaml
 from agentenv import load_bundle
 from agentenv.cli import main
 
-from tests.conftest import ROOT
+from tests.support import ROOT
 from tests.support.bundles import copy_bundle, line_of, only_problem, patch, play, refused
 
 WORDMATH = ROOT / "examples" / "bundles" / "wordmath"

@@ -14,7 +14,7 @@ from agentenv.client.session import Session
 from agentenv.client.settings import Shared
 from agentenv.errors import EpisodeLost
 
-from tests.conftest import ROOT
+from tests.support import ROOT
 
 AGENTENV = Path(sys.executable).with_name("agentenv")
 BUGS = ROOT / "tests" / "fixtures" / "bundles" / "envbugs"

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from agentenv import Episode, load_bundle
 
-from tests.conftest import ARITH, FAKE
-from tests.support.bundles import copy_bundle, patch, play, until
+from tests.support import ARITH, until
+from tests.support.bundles import copy_bundle, patch, play
 
 WHERE_ENV = '''
 import asyncio
@@ -61,11 +61,6 @@ class OwnAsyncCall(OwnCall):
 '''
 
 
-@pytest.fixture(scope="module")
-def fake():
-    return load_bundle(FAKE)
-
-
 @pytest.fixture
 def where(tmp_path: Path):
     bundle_dir = copy_bundle(tmp_path)
@@ -89,8 +84,8 @@ def where(tmp_path: Path):
 # --- scored ----------------------------------------------------------------------------------
 
 
-async def test_a_played_task_is_scored_with_its_reward_scores_and_turns(fake):
-    _, steps, result = await play(fake, "echo", [("echo", {"text": "ping"})], ["ping"])
+async def test_a_played_task_is_scored_with_its_reward_scores_and_turns(fake_bundle):
+    _, steps, result = await play(fake_bundle, "echo", [("echo", {"text": "ping"})], ["ping"])
     assert steps[0].text == "ping"
     assert (steps[0].error, steps[0].done) == (False, False)
     assert steps[1].done and steps[1].result == result
@@ -98,13 +93,13 @@ async def test_a_played_task_is_scored_with_its_reward_scores_and_turns(fake):
     assert result.failure is None
 
 
-async def test_a_wrong_answer_is_scored_zero(fake):
-    _, _, result = await play(fake, "echo", [("echo", {"text": "ping"})], ["pong"])
+async def test_a_wrong_answer_is_scored_zero(fake_bundle):
+    _, _, result = await play(fake_bundle, "echo", [("echo", {"text": "ping"})], ["pong"])
     assert (result.outcome, result.reward) == ("scored", 0.0)
 
 
-async def test_ending_a_turn_answers_the_next_prompt(fake):
-    episode = Episode(fake, fake.task("two-turn"))
+async def test_ending_a_turn_answers_the_next_prompt(fake_bundle):
+    episode = Episode(fake_bundle, fake_bundle.task("two-turn"))
     await episode.start()
     step = await episode.end_turn("hello")
     assert (step.text, step.done) == ("Now say goodbye.", False)
@@ -131,26 +126,26 @@ async def test_the_reward_rule_written_in_the_task_combines_the_turn_scores(tmp_
 
 
 @pytest.mark.parametrize(("replies", "reward"), [(("yes", "x"), 0.25), (("x", "no"), 0.75), (("yes", "no"), 1.0)])
-async def test_the_weighted_rule_weighs_each_step(fake, replies, reward):
-    _, _, result = await play(fake, "weighted", replies=replies)
+async def test_the_weighted_rule_weighs_each_step(fake_bundle, replies, reward):
+    _, _, result = await play(fake_bundle, "weighted", replies=replies)
     assert (result.outcome, result.reward) == ("scored", reward)
 
 
-async def test_the_mean_is_the_default_rule(fake):
-    assert fake.task("two-turn").reward.rule == "mean"
-    _, _, result = await play(fake, "two-turn", replies=("hello", "nope"))
+async def test_the_mean_is_the_default_rule(fake_bundle):
+    assert fake_bundle.task("two-turn").reward.rule == "mean"
+    _, _, result = await play(fake_bundle, "two-turn", replies=("hello", "nope"))
     assert result.reward == 0.5
     assert result.scores == {"answer-1": 1.0, "answer-2": 0.0}
 
 
-async def test_a_reward_given_to_the_episode_overrides_the_tasks_rule(fake):
-    _, _, by_name = await play(fake, "weighted", replies=("yes", "x"), reward="min")
-    _, _, by_callable = await play(fake, "weighted", replies=("yes", "x"), reward=lambda scores: 0.125)
+async def test_a_reward_given_to_the_episode_overrides_the_tasks_rule(fake_bundle):
+    _, _, by_name = await play(fake_bundle, "weighted", replies=("yes", "x"), reward="min")
+    _, _, by_callable = await play(fake_bundle, "weighted", replies=("yes", "x"), reward=lambda scores: 0.125)
     assert (by_name.reward, by_callable.reward) == (0.0, 0.125)
 
 
-async def test_an_episode_records_the_seconds_spent_deploying_in_tools_and_scoring(fake):
-    episode = Episode(fake, fake.task("slow-deploy"))
+async def test_an_episode_records_the_seconds_spent_deploying_in_tools_and_scoring(fake_bundle):
+    episode = Episode(fake_bundle, fake_bundle.task("slow-deploy"))
     await episode.start()
     assert not episode.deployed  # start() returns at once; the deploy runs in the background
     step = await episode.call("echo", {"text": "slow"})
@@ -167,8 +162,8 @@ async def test_an_episode_records_the_seconds_spent_deploying_in_tools_and_scori
 # --- failed: the env's fault, reward None ----------------------------------------------------
 
 
-async def test_a_failed_deploy_fails_the_episode_with_reward_none(fake, ledger):
-    _, steps, result = await play(fake, "deploy-fails", [("echo", {"text": "x"})], ["x"])
+async def test_a_failed_deploy_fails_the_episode_with_reward_none(fake_bundle, ledger):
+    _, steps, result = await play(fake_bundle, "deploy-fails", [("echo", {"text": "x"})], ["x"])
     assert steps[0].done and steps[0].result == result
     assert (result.outcome, result.reward) == ("failed", None)
     assert (result.failure.kind, result.failure.stage) == ("deploy", "deploy")
@@ -176,16 +171,16 @@ async def test_a_failed_deploy_fails_the_episode_with_reward_none(fake, ledger):
     assert (ledger.count("deploy"), ledger.count("teardown")) == (1, 1)
 
 
-async def test_a_deploy_past_its_deadline_fails_the_episode(fake, ledger):
-    _, _, result = await play(fake, "deploy-hangs", [("echo", {"text": "x"})], deploy_timeout=0.3)
+async def test_a_deploy_past_its_deadline_fails_the_episode(fake_bundle, ledger):
+    _, _, result = await play(fake_bundle, "deploy-hangs", [("echo", {"text": "x"})], deploy_timeout=0.3)
     assert (result.outcome, result.reward) == ("failed", None)
     assert (result.failure.kind, result.failure.stage) == ("deadline", "deploy")
     assert "deploy took longer than its deadline (0.3 s)" in result.failure.message
     assert ledger.count("teardown") == 1
 
 
-async def test_an_async_tool_past_its_deadline_fails_the_episode(fake, ledger):
-    _, steps, result = await play(fake, "echo", [("hang", {})], ["x"], tool_timeout=0.3)
+async def test_an_async_tool_past_its_deadline_fails_the_episode(fake_bundle, ledger):
+    _, steps, result = await play(fake_bundle, "echo", [("hang", {})], ["x"], tool_timeout=0.3)
     assert steps[0].done
     assert (result.outcome, result.reward) == ("failed", None)
     assert (result.failure.kind, result.failure.stage) == ("deadline", "tool")
@@ -193,13 +188,13 @@ async def test_an_async_tool_past_its_deadline_fails_the_episode(fake, ledger):
     assert ledger.count("teardown") == 1
 
 
-async def test_a_blocking_tool_past_its_deadline_fails_the_episode(fake):
-    _, _, result = await play(fake, "echo", [("sleep_sync", {"seconds": 1.0})], tool_timeout=0.3)
+async def test_a_blocking_tool_past_its_deadline_fails_the_episode(fake_bundle):
+    _, _, result = await play(fake_bundle, "echo", [("sleep_sync", {"seconds": 1.0})], tool_timeout=0.3)
     assert (result.outcome, result.failure.kind, result.failure.stage) == ("failed", "deadline", "tool")
 
 
-async def test_an_env_crash_fails_the_episode_and_tears_down_once(fake, ledger):
-    episode, steps, result = await play(fake, "echo", [("echo", {"text": "a"}), ("crash", {})], ["a"])
+async def test_an_env_crash_fails_the_episode_and_tears_down_once(fake_bundle, ledger):
+    episode, steps, result = await play(fake_bundle, "echo", [("echo", {"text": "a"}), ("crash", {})], ["a"])
     assert steps[1].done
     assert (result.outcome, result.reward) == ("failed", None)
     assert (result.failure.kind, result.failure.stage) == ("crash", "tool")
@@ -208,8 +203,8 @@ async def test_an_env_crash_fails_the_episode_and_tears_down_once(fake, ledger):
     assert (ledger.count("deploy"), ledger.count("teardown")) == (1, 1)
 
 
-async def test_a_broken_verifier_fails_the_episode_naming_the_step(fake):
-    _, _, result = await play(fake, "broken-verifier", replies=["anything"])
+async def test_a_broken_verifier_fails_the_episode_naming_the_step(fake_bundle):
+    _, _, result = await play(fake_bundle, "broken-verifier", replies=["anything"])
     assert (result.outcome, result.reward) == ("failed", None)
     assert (result.failure.kind, result.failure.stage) == ("verifier", "scoring")
     assert (
@@ -219,8 +214,8 @@ async def test_a_broken_verifier_fails_the_episode_naming_the_step(fake):
     )
 
 
-async def test_a_failed_episode_answers_every_later_call_with_its_result(fake):
-    episode = Episode(fake, fake.task("echo"))
+async def test_a_failed_episode_answers_every_later_call_with_its_result(fake_bundle):
+    episode = Episode(fake_bundle, fake_bundle.task("echo"))
     await episode.start()
     failed = await episode.call("crash", {})
     later = [await episode.call("echo", {"text": "x"}), await episode.end_turn("x")]
@@ -231,15 +226,15 @@ async def test_a_failed_episode_answers_every_later_call_with_its_result(fake):
 # --- unscored --------------------------------------------------------------------------------
 
 
-async def test_a_verifier_without_a_verdict_leaves_the_episode_unscored(fake):
-    _, _, result = await play(fake, "no-verdict", replies=["anything"])
+async def test_a_verifier_without_a_verdict_leaves_the_episode_unscored(fake_bundle):
+    _, _, result = await play(fake_bundle, "no-verdict", replies=["anything"])
     assert (result.outcome, result.reward, result.failure) == ("unscored", None, None)
     assert result.scores == {"answer-1": None}
     assert result.reason == "no verdict from answer-1"
 
 
-async def test_an_episode_closed_before_its_last_turn_is_unscored(fake, ledger):
-    _, _, result = await play(fake, "two-turn", replies=["hello"])
+async def test_an_episode_closed_before_its_last_turn_is_unscored(fake_bundle, ledger):
+    _, _, result = await play(fake_bundle, "two-turn", replies=["hello"])
     assert (result.outcome, result.reward) == ("unscored", None)
     assert result.reason == "ended before its last turn (turn 2 of 2)"
     assert result.scores == {"answer-1": 1.0}
@@ -249,15 +244,17 @@ async def test_an_episode_closed_before_its_last_turn_is_unscored(fake, ledger):
 # --- the policy's mistakes: answered as errors, the episode goes on and is scored --------------
 
 
-async def test_an_unknown_tool_is_answered_with_the_tools_and_the_episode_goes_on(fake):
-    _, steps, result = await play(fake, "no-add", [("add", {"a": 1, "b": 2}), ("echo", {"text": "pong"})], ["pong"])
+async def test_an_unknown_tool_is_answered_with_the_tools_and_the_episode_goes_on(fake_bundle):
+    _, steps, result = await play(
+        fake_bundle, "no-add", [("add", {"a": 1, "b": 2}), ("echo", {"text": "pong"})], ["pong"]
+    )
     assert steps[0].error and not steps[0].done
     assert steps[0].text.startswith("unknown tool 'add'; the tools are: echo, noop, noop_sync, nested")
     assert (result.outcome, result.reward) == ("scored", 1.0)
 
 
-async def test_a_tool_error_is_answered_as_an_error_and_the_episode_goes_on(fake):
-    _, steps, result = await play(fake, "echo", [("fail", {}), ("echo", {"text": "ping"})], ["ping"])
+async def test_a_tool_error_is_answered_as_an_error_and_the_episode_goes_on(fake_bundle):
+    _, steps, result = await play(fake_bundle, "echo", [("fail", {}), ("echo", {"text": "ping"})], ["ping"])
     assert (steps[0].text, steps[0].error, steps[0].done) == ("error: this tool always refuses", True, False)
     assert (result.outcome, result.reward) == ("scored", 1.0)
 
@@ -319,9 +316,9 @@ VALID_FILTER = {"sender": "dana"}
         "not-an-object",
     ],
 )
-async def test_invalid_arguments_are_answered_with_the_schema_error_and_the_episode_goes_on(fake, args, message):
+async def test_invalid_arguments_are_answered_with_the_schema_error_and_the_episode_goes_on(fake_bundle, args, message):
     episode, steps, result = await play(
-        fake, "echo", [("nested", args), ("echo", {"text": "ping"})], ["ping"], tool_timeout=5
+        fake_bundle, "echo", [("nested", args), ("echo", {"text": "ping"})], ["ping"], tool_timeout=5
     )
     assert steps[0].error and not steps[0].done
     assert message in steps[0].text
@@ -330,8 +327,8 @@ async def test_invalid_arguments_are_answered_with_the_schema_error_and_the_epis
     assert (result.outcome, result.reward) == ("scored", 1.0)
 
 
-async def test_several_invalid_arguments_are_all_named_in_one_answer(fake):
-    _, steps, _ = await play(fake, "echo", [("nested", {"filter": {"sender": 1, "after": -1}, "order": "up"})])
+async def test_several_invalid_arguments_are_all_named_in_one_answer(fake_bundle):
+    _, steps, _ = await play(fake_bundle, "echo", [("nested", {"filter": {"sender": 1, "after": -1}, "order": "up"})])
     assert steps[0].text.count("; ") == 2
     for path in ("$.filter.after", "$.filter.sender", "$.order"):
         assert path in steps[0].text
@@ -347,10 +344,10 @@ async def test_several_invalid_arguments_are_all_named_in_one_answer(fake):
     ],
     ids=["only-required", "enums-and-bounds", "null-and-union-string", "union-integer"],
 )
-async def test_valid_nested_arguments_reach_the_tool(fake, args):
+async def test_valid_nested_arguments_reach_the_tool(fake_bundle, args):
     import json
 
-    _, steps, _ = await play(fake, "echo", [("nested", args)])
+    _, steps, _ = await play(fake_bundle, "echo", [("nested", args)])
     assert not steps[0].error
     echoed = json.loads(steps[0].text)
     assert {k: v for k, v in echoed.items() if k in args} == args
@@ -397,8 +394,8 @@ async def test_a_blocking_tool_leaves_the_loop_free_for_other_episodes(where):
 # --- teardown exactly once ---------------------------------------------------------------------
 
 
-async def test_teardown_runs_once_when_the_task_blocked_in_a_tool_call_is_cancelled(fake, ledger):
-    episode = Episode(fake, fake.task("echo"))
+async def test_teardown_runs_once_when_the_task_blocked_in_a_tool_call_is_cancelled(fake_bundle, ledger):
+    episode = Episode(fake_bundle, fake_bundle.task("echo"))
     await episode.start()
     await episode.call("echo", {"text": "a"})
     call = asyncio.create_task(episode.call("hang", {}))
@@ -413,8 +410,8 @@ async def test_teardown_runs_once_when_the_task_blocked_in_a_tool_call_is_cancel
     assert (ledger.count("deploy"), ledger.count("teardown")) == (1, 1)
 
 
-async def test_a_cancelled_close_still_tears_down_once_and_a_later_close_returns_the_result(fake, ledger):
-    episode = Episode(fake, fake.task("echo"))
+async def test_a_cancelled_close_still_tears_down_once_and_a_later_close_returns_the_result(fake_bundle, ledger):
+    episode = Episode(fake_bundle, fake_bundle.task("echo"))
     await episode.start()
     await episode.call("echo", {"text": "a"})
     closing = asyncio.create_task(episode.close())
@@ -428,8 +425,8 @@ async def test_a_cancelled_close_still_tears_down_once_and_a_later_close_returns
     assert ledger.count("teardown") == 1
 
 
-async def test_closing_during_the_deploy_cancels_it_and_tears_down_once(fake, ledger):
-    episode = Episode(fake, fake.task("deploy-hangs"))
+async def test_closing_during_the_deploy_cancels_it_and_tears_down_once(fake_bundle, ledger):
+    episode = Episode(fake_bundle, fake_bundle.task("deploy-hangs"))
     await episode.start()
     await until(lambda: ledger.count("deploy") == 1)  # the deploy started (and hangs)
     result = await episode.close()
@@ -437,8 +434,8 @@ async def test_closing_during_the_deploy_cancels_it_and_tears_down_once(fake, le
     assert (ledger.count("deploy"), ledger.count("teardown")) == (1, 1)
 
 
-async def test_cancelling_a_call_waiting_for_the_deploy_then_closing_tears_down_once(fake, ledger):
-    episode = Episode(fake, fake.task("deploy-hangs"))
+async def test_cancelling_a_call_waiting_for_the_deploy_then_closing_tears_down_once(fake_bundle, ledger):
+    episode = Episode(fake_bundle, fake_bundle.task("deploy-hangs"))
     await episode.start()
     waiting = asyncio.create_task(episode.call("echo", {"text": "x"}))
     done, _ = await asyncio.wait([waiting], timeout=0.2)
@@ -450,24 +447,24 @@ async def test_cancelling_a_call_waiting_for_the_deploy_then_closing_tears_down_
     assert ledger.count("teardown") == 1
 
 
-async def test_a_finished_episode_is_torn_down_once_however_often_it_is_closed(fake, ledger):
-    episode, _, result = await play(fake, "echo", [("echo", {"text": "a"})], ["a"])
+async def test_a_finished_episode_is_torn_down_once_however_often_it_is_closed(fake_bundle, ledger):
+    episode, _, result = await play(fake_bundle, "echo", [("echo", {"text": "a"})], ["a"])
     assert episode.closed  # the last end_turn closed it
     assert await episode.close() == result
     assert await asyncio.gather(episode.close(), episode.close()) == [result, result]
     assert ledger.count("teardown") == 1
 
 
-async def test_starting_an_episode_twice_is_refused(fake):
-    episode = Episode(fake, fake.task("echo"))
+async def test_starting_an_episode_twice_is_refused(fake_bundle):
+    episode = Episode(fake_bundle, fake_bundle.task("echo"))
     await episode.start()
     with pytest.raises(RuntimeError, match="create a new Episode for each play"):
         await episode.start()
     await episode.close()
 
 
-async def test_calling_a_tool_before_start_is_an_error_saying_to_start(fake):
-    episode = Episode(fake, fake.task("echo"))
+async def test_calling_a_tool_before_start_is_an_error_saying_to_start(fake_bundle):
+    episode = Episode(fake_bundle, fake_bundle.task("echo"))
     with pytest.raises(RuntimeError, match=r"call Episode.start\(\) first"):
         await episode.call("echo", {"text": "x"})
     with pytest.raises(RuntimeError, match=r"call Episode.start\(\) first"):

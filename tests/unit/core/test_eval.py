@@ -13,7 +13,7 @@ from agentenv import load_bundle
 from agentenv.cli import main
 from agentenv.evaluate import Summary, read_samples
 
-from tests.conftest import ARITH, FAKE, INBOX, free_port
+from tests.support import ARITH, FAKE, INBOX, free_port
 from tests.support.openai_standin import Reference, Scripted, StandIn
 
 SAMPLE_FIELDS = {

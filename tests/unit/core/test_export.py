@@ -16,7 +16,7 @@ from agentenv.client.settings import Shared
 from agentenv.client.sync import SyncSession
 from agentenv.errors import EpisodeLost
 
-from tests.conftest import FAKE
+from tests.support import FAKE
 
 HARBOR = "harbor==0.25.0"  # ships ATIF's models and validator (harbor.utils.trajectory_validator); Python >= 3.12
 

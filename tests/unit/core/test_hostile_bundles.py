@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.conftest import FAKE, free_port
+from tests.support import FAKE, free_port
 from tests.support.bundles import copy_bundle
 
 # runs a program with its address space (soft and hard) capped at argv[1] bytes: a runaway load fails fast, not the

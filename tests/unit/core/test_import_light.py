@@ -9,7 +9,7 @@ import importlib.util
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.support import ROOT
 
 HEAVY_EVERYWHERE = {"torch", "transformers", "gradio", "fastapi", "uvicorn", "datasets", "pyarrow", "trl", "verl"}
 

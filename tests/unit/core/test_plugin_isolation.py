@@ -11,7 +11,7 @@ from agentenv import load_bundle
 from agentenv.errors import PluginError
 from agentenv.plugins import EnvKind, Integration, Plugins, RewardRule, VerifierKind, hookimpl, plugins, reset_plugins
 
-from tests.conftest import FAKE
+from tests.support import FAKE
 from tests.support.bundles import play
 
 MISBEHAVING = ("agentenv_testplugin.broken", "agentenv_testplugin.dupe", "agentenv_testplugin.typo")

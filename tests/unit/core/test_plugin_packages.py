@@ -14,17 +14,16 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 import tomllib
 from dataclasses import dataclass
 from importlib.metadata import version
 from pathlib import Path
 
-import httpx
 import pytest
 
-from tests.conftest import ROOT, free_port
+from tests.support import ROOT, free_port
 from tests.support.once import once_per_run
+from tests.support.servers import answering
 
 pytestmark = pytest.mark.slow
 
@@ -223,7 +222,7 @@ def test_the_example_bundle_is_served_by_agentenv_serve_and_played_and_probed_th
     command = [str(venv.path / "bin" / "agentenv"), "serve", str(BUNDLE), "--port", str(port), "--log-level", "warning"]
     server = subprocess.Popen(command, env=venv.env(), cwd=venv.path.parent, stderr=subprocess.PIPE, text=True)
     try:
-        _wait_for(server, f"http://127.0.0.1:{port}/health")
+        answering(server, f"http://127.0.0.1:{port}")
         shared = Shared(f"http://127.0.0.1:{port}", reset_timeout=60)
         rows, tools = tasks_and_tools(shared, ["train", "eval"])  # one probe per toolset
         assert sorted(row.id for row in rows) == ["count", "restock"]
@@ -248,16 +247,3 @@ def test_the_example_bundle_is_served_by_agentenv_serve_and_played_and_probed_th
         ("restock", "probe", "unscored"),
     ]
     assert err.count("plugin 'kv-imposter'") == 1  # the server warned once too
-
-
-def _wait_for(server: subprocess.Popen[str], url: str, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if server.poll() is not None:
-            raise AssertionError(f"agentenv serve exited with {server.returncode}:\n{server.communicate()[1]}")
-        try:
-            if httpx.get(url, timeout=1).status_code == 200:
-                return
-        except httpx.HTTPError:
-            time.sleep(0.1)
-    raise AssertionError(f"agentenv serve did not answer on {url} within {timeout} s")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from agentenv import load_bundle
 from agentenv.plugins import Plugins, VerifierKind, hookimpl
 
-from tests.conftest import FAKE
+from tests.support import FAKE
 from tests.support.bundles import copy_bundle, patch, play
 
 

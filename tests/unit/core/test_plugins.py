@@ -15,7 +15,7 @@ from agentenv.cli.commands import _check
 from agentenv.errors import PluginError
 from agentenv.plugins import EnvKind, Plugins, Problem, RewardRule, VerifierKind, hookimpl
 
-from tests.conftest import FAKE
+from tests.support import FAKE
 from tests.support.bundles import copy_bundle, line_of, only_problem, patch, play, refused
 
 

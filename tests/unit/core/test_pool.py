@@ -7,7 +7,7 @@ import asyncio
 from agentenv.client.pool import pooled
 from agentenv.client.settings import Shared
 
-from tests.conftest import FAKE
+from tests.support import FAKE
 
 
 def _sessions(server) -> int:

@@ -12,7 +12,7 @@ from agentenv import load_bundle
 from agentenv.engine.agentproc import AgentDirs, AgentProcess
 from agentenv.engine.agents import Launch
 
-from tests.conftest import FAKE
+from tests.support import FAKE
 from tests.support.bundles import copy_bundle, line_of, only_problem, patch, play, refused
 
 SECRETS = {

@@ -14,7 +14,7 @@ from agentenv import load_bundle
 from agentenv.cli import main
 from agentenv.cli.qa import run_qa
 
-from tests.conftest import ARITH, INBOX, ROOT
+from tests.support import ARITH, INBOX, ROOT
 
 AGENTENV = Path(sys.executable).with_name("agentenv")
 QA = ROOT / "tests" / "fixtures" / "bundles" / "qa"

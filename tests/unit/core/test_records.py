@@ -164,7 +164,7 @@ def test_a_folder_that_cannot_be_written_never_fails_an_episode(serve_process, t
 
 
 def test_a_full_disk_drops_records_and_the_next_shard_goes_on(tmp_path):
-    from tests.conftest import FAKE, ServeProcess
+    from tests.support import FAKE, ServeProcess
 
     folder = tmp_path / "records"
     limit = 16 * 1024  # RLIMIT_FSIZE: a write past it fails with EFBIG, as on a full disk
@@ -208,7 +208,7 @@ def test_an_unfinished_last_line_is_left_out_by_the_reader(tmp_path):
 def test_a_bad_record_option_is_named_with_its_fix(tmp_path, capsys, flags, named):
     from agentenv.cli import main
 
-    from tests.conftest import FAKE
+    from tests.support import FAKE
 
     flags = [f.replace("{tmp}", str(tmp_path)) for f in flags]
     assert main(["serve", str(FAKE), "--port", "0", *flags]) == 2
@@ -216,6 +216,6 @@ def test_a_bad_record_option_is_named_with_its_fix(tmp_path, capsys, flags, name
 
 
 def record_bundle(tmp_path: Path) -> Path:
-    from tests.conftest import FAKE
+    from tests.support import FAKE
 
     return FAKE

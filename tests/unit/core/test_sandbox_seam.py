@@ -13,7 +13,7 @@ from agentenv.plugins import Plugins, hookimpl, reset_plugins
 from agentenv.plugins.records import Sandbox
 from agentenv.sandbox import Prepared, Program, SandboxUnavailable
 
-from tests.conftest import FAKE
+from tests.support import FAKE
 
 
 class Broken:

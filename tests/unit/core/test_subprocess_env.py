@@ -7,42 +7,37 @@ import os
 import pytest
 from agentenv import load_bundle
 
-from tests.conftest import FAKE, running
-from tests.support.bundles import copy_bundle, patch, play, until
+from tests.support import running, until
+from tests.support.bundles import copy_bundle, patch, play
 
 
-@pytest.fixture(scope="module")
-def fake():
-    return load_bundle(FAKE)
-
-
-def test_its_tools_are_listed_at_load_by_asking_the_program(fake):
-    assert [t.name for t in fake.env_tools["proc"]] == ["echo", "fail", "die", "spawn", "stall"]
-    echo = next(t for t in fake.env_tools["proc"] if t.name == "echo")
+def test_its_tools_are_listed_at_load_by_asking_the_program(fake_bundle):
+    assert [t.name for t in fake_bundle.env_tools["proc"]] == ["echo", "fail", "die", "spawn", "stall"]
+    echo = next(t for t in fake_bundle.env_tools["proc"] if t.name == "echo")
     assert echo.parameters["required"] == ["text"]
 
 
-async def test_a_tool_call_is_answered_by_the_program_and_the_episode_is_scored(fake, ledger):
-    _, steps, result = await play(fake, "proc-echo", [("echo", {"text": "sub"})], ["sub"])
+async def test_a_tool_call_is_answered_by_the_program_and_the_episode_is_scored(fake_bundle, ledger):
+    _, steps, result = await play(fake_bundle, "proc-echo", [("echo", {"text": "sub"})], ["sub"])
     assert (steps[0].text, steps[0].error) == ("sub", False)
     assert (result.outcome, result.reward) == ("scored", 1.0)
     assert (ledger.count("deploy"), ledger.count("teardown")) == (1, 1)
 
 
-async def test_an_error_answer_from_the_program_goes_back_to_the_model(fake):
-    _, steps, result = await play(fake, "proc-echo", [("fail", {}), ("echo", {"text": "sub"})], ["sub"])
+async def test_an_error_answer_from_the_program_goes_back_to_the_model(fake_bundle):
+    _, steps, result = await play(fake_bundle, "proc-echo", [("fail", {}), ("echo", {"text": "sub"})], ["sub"])
     assert (steps[0].text, steps[0].error, steps[0].done) == ("error: this tool always refuses", True, False)
     assert (result.outcome, result.reward) == ("scored", 1.0)
 
 
-async def test_arguments_are_checked_against_the_programs_schema_before_it_sees_them(fake):
-    _, steps, _ = await play(fake, "proc-echo", [("echo", {"txt": "sub"})])
+async def test_arguments_are_checked_against_the_programs_schema_before_it_sees_them(fake_bundle):
+    _, steps, _ = await play(fake_bundle, "proc-echo", [("echo", {"txt": "sub"})])
     assert steps[0].error
     assert "$: 'text' is a required property" in steps[0].text
 
 
-async def test_the_program_dying_fails_the_episode_as_a_crash_with_its_stderr(fake):
-    _, steps, result = await play(fake, "proc-echo", [("die", {})], ["sub"])
+async def test_the_program_dying_fails_the_episode_as_a_crash_with_its_stderr(fake_bundle):
+    _, steps, result = await play(fake_bundle, "proc-echo", [("die", {})], ["sub"])
     assert steps[0].done
     assert (result.outcome, result.reward) == ("failed", None)
     assert (result.failure.kind, result.failure.stage) == ("crash", "tool")
@@ -50,8 +45,8 @@ async def test_the_program_dying_fails_the_episode_as_a_crash_with_its_stderr(fa
     assert "fake_proc: dying on purpose" in result.failure.message
 
 
-async def test_teardown_kills_a_child_the_program_spawned(fake, ledger):
-    _, steps, result = await play(fake, "proc-echo", [("spawn", {})])
+async def test_teardown_kills_a_child_the_program_spawned(fake_bundle, ledger):
+    _, steps, result = await play(fake_bundle, "proc-echo", [("spawn", {})])
     marker = steps[0].text
     assert f"child {marker}" in ledger.events()
     assert result.outcome == "unscored"

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 from agentenv.cli import main
 
-from tests.conftest import FAKE
+from tests.support import FAKE
 from tests.support.bundles import copy_bundle, line_of, patch, refused
 
 # the three mistakes the issue names, each with where it sits in the schema and the fix said
@@ -76,7 +76,7 @@ def test_a_tool_schema_that_is_not_an_object_schema_is_refused(tmp_path):
 
 
 def test_every_example_and_fixture_bundle_has_valid_tool_schemas(capsys):
-    from tests.conftest import ARITH, INBOX
+    from tests.support import ARITH, INBOX
 
     for bundle in (FAKE, INBOX, ARITH):
         assert main(["tasks", str(bundle)]) == 0, capsys.readouterr().err

@@ -7,7 +7,7 @@ from agentenv import load_bundle
 from agentenv.engine.verifiers import Check
 from agentenv.plugins import Plugins
 
-from tests.conftest import FAKE
+from tests.support import FAKE
 from tests.support.bundles import copy_bundle, play
 
 CHECKS = """

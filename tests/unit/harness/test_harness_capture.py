@@ -18,9 +18,7 @@ from agentenv.wire import Tool
 from agentenv_harness.capture import CaptureProxy
 from agentenv_harness.mcp import ToolServer
 
-from tests.support.harness import Engine, engine
-
-__all__ = ["engine"]  # a fixture
+from tests.support.harness import Engine
 
 CHAT = {"model": "whatever-the-agent-says", "messages": [{"role": "user", "content": "What is 6 times 7?"}]}
 

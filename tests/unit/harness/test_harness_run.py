@@ -11,11 +11,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.conftest import free_port
-from tests.support.harness import HARNESS, engine, make_factory, prompt_of
+from tests.support import free_port
+from tests.support.harness import HARNESS, prompt_of
 from tools.matrix import MATRIX
-
-__all__ = ["engine", "make_factory"]  # fixtures
 
 
 def agentenv(*args: str) -> subprocess.CompletedProcess[str]:

@@ -10,19 +10,10 @@ import pytest
 from agentenv import faults
 from agentenv.errors import EpisodeLost
 
+from tests.support import wait_until
 from tests.support.bundles import copy_bundle, patch
-from tests.support.harness import (
-    HARNESS,
-    PLACEHOLDER,
-    Engine,
-    engine,
-    group_gone,
-    make_factory,
-    prompt_of,
-    wait_until,
-)
-
-__all__ = ["engine", "make_factory"]  # fixtures
+from tests.support.harness import HARNESS, PLACEHOLDER, Engine, prompt_of
+from tests.support.procs import group_gone
 
 
 def play(factory, task_id, split="train"):

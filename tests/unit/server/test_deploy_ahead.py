@@ -14,6 +14,8 @@ import pytest
 from agentenv.client.settings import Shared
 from agentenv.client.sync import SyncSession
 
+from tests.support import wait_until
+
 ENV = """
 import os, time, uuid
 from agentenv import Env, tool
@@ -124,9 +126,7 @@ def lines(word: str) -> list[list[str]]:
 
 
 def wait_for(word: str, n: int, timeout: float = 20.0) -> list[list[str]]:
-    deadline = time.monotonic() + timeout
-    while len(lines(word)) < n and time.monotonic() < deadline:
-        time.sleep(0.02)
+    wait_until(lambda: len(lines(word)) >= n, timeout, interval=0.02)
     return lines(word)
 
 

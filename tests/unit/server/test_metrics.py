@@ -8,7 +8,7 @@ from agentenv.client.sync import SyncSession
 from agentenv.errors import EpisodeLost
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.conftest import FAKE
+from tests.support import FAKE
 from tests.support.bundles import copy_bundle, patch
 
 TOKEN_VAR = "AGENTENV_METRICS_TEST_TOKEN"

@@ -16,7 +16,7 @@ from agentenv.errors import ProtocolError, ProtocolMismatch
 from agentenv.wire import PROTOCOL
 from agentenv_server import ServerThread, import_openenv
 
-from tests.conftest import FAKE
+from tests.support import FAKE
 
 import_openenv()
 
@@ -170,7 +170,7 @@ async def test_unknown_fields_are_an_error_in_strict_mode() -> None:
 def test_the_readme_shows_the_fault_table_as_core_defines_it() -> None:
     from agentenv.faults import table_markdown
 
-    from tests.conftest import ROOT
+    from tests.support import ROOT
 
     readme = (ROOT / "README.md").read_text()
     shown = readme.split("<!-- fault-table:start -->")[1].split("<!-- fault-table:end -->")[0].strip()

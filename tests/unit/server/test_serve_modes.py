@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from agentenv.cli import main
 
-from tests.conftest import INBOX
+from tests.support import INBOX
 
 
 @pytest.mark.parametrize(

@@ -10,7 +10,7 @@ import sys
 import pytest
 from agentenv_server.runner import listening_socket
 
-from tests.conftest import INBOX
+from tests.support import INBOX
 
 
 def test_a_port_in_use_is_refused_naming_port_before_any_serving_line():

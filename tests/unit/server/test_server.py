@@ -19,8 +19,7 @@ from agentenv.wire import PROTOCOL
 from agentenv_server import build_app
 from websockets.exceptions import InvalidStatus
 
-from tests.conftest import FAKE, INBOX, ServeProcess, alive, free_port, running
-from tests.support.harness import wait_until
+from tests.support import FAKE, INBOX, ServeProcess, alive, free_port, running, wait_until
 from tests.support.wire import ask, half_open, open_ws, reset_data
 
 TOKEN = "tok-3f9a1c77e2"

@@ -17,7 +17,7 @@ from agentenv.errors import ServerUnavailable
 from agentenv_server import ServerThread, build_app
 from agentenv_server.runner import redact_token
 
-from tests.conftest import FAKE, free_port
+from tests.support import FAKE, free_port
 
 TOKEN = "tok-8d2e61b0c4"
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.support import ROOT
 
 # verl's agent loop modules as agentenv_verl.loop imports and probes them; {merge} is the Continuous Token helper
 _AGENT_LOOP = """
