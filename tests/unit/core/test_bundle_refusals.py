@@ -7,6 +7,7 @@ proves nothing is half-loaded.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 from agentenv import load_bundle
@@ -37,12 +38,96 @@ def test_a_folder_that_does_not_exist_is_refused_saying_so(tmp_path):
     assert "the folder does not exist" in problem.message
 
 
-def test_a_task_glob_that_matches_no_file_is_refused(fake_copy):
-    patch(fake_copy / "bundle.yaml", "tasks: tasks/*.yaml", "tasks: taks/*.yaml")
+class Refusal(NamedTuple):
+    """One thing broken in a copy of the fake bundle: ``old`` (once in ``file``) replaced by ``new``, and the one
+    problem the refusal must name: its field, its line (the first line holding that text, or a number; None: not
+    checked) and what it says (``whole``: all it says)."""
+
+    file: str
+    old: str
+    new: str
+    field: str
+    line: str | int | None
+    says: str
+    whole: bool = False
+
+
+REFUSALS = {
+    "task-glob-matches-nothing": Refusal(
+        "bundle.yaml", "tasks: tasks/*.yaml", "tasks: taks/*.yaml", "tasks", "tasks: taks/*.yaml",
+        "'taks/*.yaml' matches no file"),
+    "env-kind-sub-field": Refusal(
+        "bundle.yaml", "    command: [python, fake_proc.py]", "    command: [python, fake_proc.py]\n    imag: x",
+        "envs.proc.imag", "imag: x",
+        "unknown field; a subprocess env takes command, config, roles, env, pass_env, sandbox, setup", whole=True),
+    "unknown-verifier-kind": Refusal(
+        "tasks/two-turn.yaml", "kind: contains", "kind: fuzzy", "turns[1].verifiers[0].kind", "kind: fuzzy",
+        "unknown verifier kind 'fuzzy'; known: contains, exact, harbor, judge, python, regex"),
+    "duplicate-task-id": Refusal(
+        "tasks/two-turn.yaml", "id: two-turn", "id: echo", "id", 1,
+        "duplicate task id 'echo' (also in tasks/echo.yaml)"),
+    "task-without-split": Refusal(
+        "tasks/two-turn.yaml", "split: train\n", "", "split", 1, "task 'two-turn' has no split; add one"),
+    "undeclared-split": Refusal(
+        "tasks/two-turn.yaml", "split: train", "split: valid", "split", "split: valid",
+        "split 'valid' is not one of the bundle's splits (train, eval, test)"),
+    "deny-names-unknown-tool": Refusal(
+        "tasks/no-add.yaml", "    - add", "    - multiply", "toolset.deny.ok[0]", "- multiply",
+        "deny names tool 'multiply', which env 'ok' does not have; its tools: add, big"),
+    "allow-names-unknown-subprocess-tool": Refusal(
+        "tasks/proc-echo.yaml", "  - proc\n", "  - proc\n  allow:\n    proc:\n    - teleport\n",
+        "toolset.allow.proc[0]", "- teleport",
+        "allow names tool 'teleport', which env 'proc' does not have; its tools: die, echo"),
+    "turn-without-prompt": Refusal(
+        "tasks/two-turn.yaml", "- prompt: Now say goodbye.\n  verifiers:", "- verifiers:", "turns[1].prompt",
+        "- verifiers:", "missing; every turn needs a prompt", whole=True),
+    "blank-prompt": Refusal(
+        "tasks/two-turn.yaml", "- prompt: Now say goodbye.", "- prompt: '  '", "turns[1].prompt", "- prompt: '  '",
+        "is empty; write the prompt"),
+    "weighted-without-weights": Refusal(
+        "tasks/weighted.yaml", "  weights:\n    answer-1: 1\n    answer-2: 3\n", "", "reward", None,
+        "weighted needs weights by step id"),
+    "parameters-for-a-rule-taking-none": Refusal(
+        "tasks/weighted.yaml", "  rule: weighted", "  rule: mean", "reward", None,
+        "unknown field(s) weights; this rule takes none"),
+    "unknown-task-field": Refusal(
+        "tasks/two-turn.yaml", "split: train", "split: train\nsytem: Be brief.", "sytem", "sytem:",
+        "unknown field; remove it or check its spelling"),
+    "unknown-bundle-field": Refusal(
+        "bundle.yaml", "splits: [train, eval, test]", "splits: [train, eval, test]\nsplit: train", "split",
+        "split: train", "unknown field; the fields are agents, defaults, description, envs, name, splits, tasks"),
+    "unknown-verifier-field": Refusal(
+        "tasks/two-turn.yaml", "    answer: goodbye", "    answer: goodbye\n    anwser: bye",
+        "turns[1].verifiers[0].anwser", "anwser: bye",
+        "contains verifier 'answer-2': unknown field; the fields are id, kind, answer, ignore_case"),
+    "bad-regex": Refusal(
+        "tasks/two-turn.yaml", "pattern: (?i)hello", "pattern: (hello", "turns[0].verifiers[0].pattern",
+        "pattern: (hello", "regex verifier 'answer-1': pattern '(hello' is not a valid regular expression"),
+    "python-check-missing": Refusal(
+        "tasks/echo.yaml", "check: fake_env:said_echo", "check: fake_env:said_it", "turns[0].verifiers[0].check",
+        "check: fake_env:said_it", "module 'fake_env' has no 'said_it'"),
+    "step-id-used-twice": Refusal(
+        "tasks/two-turn.yaml", "  - id: answer-2", "  - id: answer-1", "turns[1].verifiers[0].id", None,
+        "step id 'answer-1' is used twice in task 'two-turn'"),
+    "unknown-defaults-field": Refusal(
+        "bundle.yaml", "  system: You are", "  sytem: You are", "defaults.sytem", "sytem:",
+        "unknown task field; the fields are deploy, id, metadata, qa, reward, solution, split, system, toolset, turns"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", REFUSALS.values(), ids=REFUSALS.keys())
+def test_one_thing_broken_is_refused_as_one_problem_at_its_file_field_and_line(fake_copy, case: Refusal):
+    patch(fake_copy / case.file, case.old, case.new)
     problem = only_problem(refused(fake_copy))
-    assert (problem.file, problem.field) == ("bundle.yaml", "tasks")
-    assert problem.line == line_of(fake_copy / "bundle.yaml", "tasks: taks/*.yaml")
-    assert "'taks/*.yaml' matches no file" in problem.message
+    assert (problem.file, problem.field) == (case.file, case.field)
+    if isinstance(case.line, str):
+        assert problem.line == line_of(fake_copy / case.file, case.line)
+    elif case.line is not None:
+        assert problem.line == case.line
+    if case.whole:
+        assert problem.message == case.says
+    else:
+        assert case.says in problem.message
 
 
 def test_an_env_module_file_that_is_missing_is_refused_at_the_envs_target(fake_copy):
@@ -60,20 +145,6 @@ def test_a_misspelt_env_target_is_told_once_at_the_target(inbox_copy):
     problem = only_problem(refused(inbox_copy))  # not again as "cannot list its tools" at the env
     assert (problem.field, problem.line) == ("envs.mail.target", line_of(inbox_copy / "bundle.yaml", "Mailbx"))
     assert "module 'inbox_env' has no 'Mailbx'" in problem.message
-
-
-def test_an_env_kinds_problem_is_said_at_the_sub_field_it_names(fake_copy):
-    patch(
-        fake_copy / "bundle.yaml",
-        "    command: [python, fake_proc.py]",
-        "    command: [python, fake_proc.py]\n    imag: x",
-    )
-    problem = only_problem(refused(fake_copy))
-    assert (problem.file, problem.field) == ("bundle.yaml", "envs.proc.imag")
-    assert problem.line == line_of(fake_copy / "bundle.yaml", "imag: x")
-    assert problem.message == (
-        "unknown field; a subprocess env takes command, config, roles, env, pass_env, sandbox, setup"
-    )
 
 
 def test_a_yaml_syntax_error_in_a_task_names_the_file_and_its_line(fake_copy):
@@ -106,69 +177,6 @@ def test_an_unknown_env_kind_is_refused_with_the_known_kinds(fake_copy):
     assert f"bundle.yaml:{problem.line}: envs.proc.kind: unknown env kind 'docker'" in str(error)
 
 
-def test_an_unknown_verifier_kind_is_refused_with_the_known_kinds(fake_copy):
-    patch(fake_copy / "tasks" / "two-turn.yaml", "kind: contains", "kind: fuzzy")
-    problem = only_problem(refused(fake_copy))
-    assert (problem.file, problem.field) == ("tasks/two-turn.yaml", "turns[1].verifiers[0].kind")
-    assert problem.line == line_of(fake_copy / "tasks" / "two-turn.yaml", "kind: fuzzy")
-    assert "unknown verifier kind 'fuzzy'; known: contains, exact, harbor, judge, python, regex" in problem.message
-
-
-def test_a_duplicate_task_id_is_refused_naming_both_files(fake_copy):
-    patch(fake_copy / "tasks" / "two-turn.yaml", "id: two-turn", "id: echo")
-    problem = only_problem(refused(fake_copy))
-    assert (problem.file, problem.field, problem.line) == ("tasks/two-turn.yaml", "id", 1)
-    assert "duplicate task id 'echo' (also in tasks/echo.yaml)" in problem.message
-
-
-def test_a_task_without_a_split_is_refused(fake_copy):
-    patch(fake_copy / "tasks" / "two-turn.yaml", "split: train\n", "")
-    problem = only_problem(refused(fake_copy))
-    assert (problem.file, problem.field) == ("tasks/two-turn.yaml", "split")
-    assert problem.line == 1
-    assert "task 'two-turn' has no split; add one" in problem.message
-
-
-def test_a_split_the_bundle_does_not_declare_is_refused(fake_copy):
-    patch(fake_copy / "tasks" / "two-turn.yaml", "split: train", "split: valid")
-    problem = only_problem(refused(fake_copy))
-    assert (problem.file, problem.field) == ("tasks/two-turn.yaml", "split")
-    assert problem.line == line_of(fake_copy / "tasks" / "two-turn.yaml", "split: valid")
-    assert "split 'valid' is not one of the bundle's splits (train, eval, test)" in problem.message
-
-
-def test_an_access_change_naming_a_tool_the_env_lacks_is_refused(fake_copy):
-    patch(fake_copy / "tasks" / "no-add.yaml", "    - add", "    - multiply")
-    problem = only_problem(refused(fake_copy))
-    assert (problem.file, problem.field) == ("tasks/no-add.yaml", "toolset.deny.ok[0]")
-    assert problem.line == line_of(fake_copy / "tasks" / "no-add.yaml", "- multiply")
-    assert "deny names tool 'multiply', which env 'ok' does not have; its tools: add, big" in problem.message
-
-
-def test_an_access_change_naming_a_tool_of_a_subprocess_env_it_lacks_is_refused(fake_copy):
-    patch(fake_copy / "tasks" / "proc-echo.yaml", "  - proc\n", "  - proc\n  allow:\n    proc:\n    - teleport\n")
-    problem = only_problem(refused(fake_copy))
-    assert (problem.file, problem.field) == ("tasks/proc-echo.yaml", "toolset.allow.proc[0]")
-    assert problem.line == line_of(fake_copy / "tasks" / "proc-echo.yaml", "- teleport")
-    assert "allow names tool 'teleport', which env 'proc' does not have; its tools: die, echo" in problem.message
-
-
-def test_a_turn_without_a_prompt_is_refused(fake_copy):
-    patch(fake_copy / "tasks" / "two-turn.yaml", "- prompt: Now say goodbye.\n  verifiers:", "- verifiers:")
-    problem = only_problem(refused(fake_copy))
-    assert (problem.file, problem.field) == ("tasks/two-turn.yaml", "turns[1].prompt")
-    assert problem.line == line_of(fake_copy / "tasks" / "two-turn.yaml", "- verifiers:")
-    assert problem.message == "missing; every turn needs a prompt"
-
-
-def test_a_blank_prompt_is_refused(fake_copy):
-    patch(fake_copy / "tasks" / "two-turn.yaml", "- prompt: Now say goodbye.", "- prompt: '  '")
-    problem = only_problem(refused(fake_copy))
-    assert (problem.file, problem.field) == ("tasks/two-turn.yaml", "turns[1].prompt")
-    assert problem.line == line_of(fake_copy / "tasks" / "two-turn.yaml", "- prompt: '  '")
-    assert "is empty; write the prompt" in problem.message
-
-
 def test_a_reward_rule_that_does_not_exist_is_refused_with_the_known_rules(fake_copy):
     (fake_copy / "tasks" / "two-turn.yaml").write_text(
         (fake_copy / "tasks" / "two-turn.yaml").read_text() + "reward: median\n", encoding="utf-8"
@@ -199,69 +207,6 @@ def test_bad_weights_of_the_weighted_rule_are_refused(fake_copy, weights, messag
     assert (problem.file, problem.field) == ("tasks/weighted.yaml", "reward")
     assert problem.line == line_of(fake_copy / "tasks" / "weighted.yaml", "reward:")
     assert message in problem.message
-
-
-def test_weighted_without_weights_is_refused(fake_copy):
-    patch(fake_copy / "tasks" / "weighted.yaml", "  weights:\n    answer-1: 1\n    answer-2: 3\n", "")
-    problem = only_problem(refused(fake_copy))
-    assert (problem.file, problem.field) == ("tasks/weighted.yaml", "reward")
-    assert "weighted needs weights by step id" in problem.message
-
-
-def test_parameters_for_a_rule_that_takes_none_are_refused(fake_copy):
-    patch(fake_copy / "tasks" / "weighted.yaml", "  rule: weighted", "  rule: mean")
-    problem = only_problem(refused(fake_copy))
-    assert (problem.file, problem.field) == ("tasks/weighted.yaml", "reward")
-    assert "unknown field(s) weights; this rule takes none" in problem.message
-
-
-def test_an_unknown_task_field_is_refused(fake_copy):
-    patch(fake_copy / "tasks" / "two-turn.yaml", "split: train", "split: train\nsytem: Be brief.")
-    problem = only_problem(refused(fake_copy))
-    assert (problem.file, problem.field) == ("tasks/two-turn.yaml", "sytem")
-    assert problem.line == line_of(fake_copy / "tasks" / "two-turn.yaml", "sytem:")
-    assert "unknown field; remove it or check its spelling" in problem.message
-
-
-def test_an_unknown_bundle_field_is_refused_with_the_known_fields(fake_copy):
-    patch(fake_copy / "bundle.yaml", "splits: [train, eval, test]", "splits: [train, eval, test]\nsplit: train")
-    problem = only_problem(refused(fake_copy))
-    assert (problem.file, problem.field) == ("bundle.yaml", "split")
-    assert problem.line == line_of(fake_copy / "bundle.yaml", "split: train")
-    assert "unknown field; the fields are agents, defaults, description, envs, name, splits, tasks" in problem.message
-
-
-def test_an_unknown_verifier_field_is_refused(fake_copy):
-    patch(fake_copy / "tasks" / "two-turn.yaml", "    answer: goodbye", "    answer: goodbye\n    anwser: bye")
-    problem = only_problem(refused(fake_copy))
-    assert (problem.file, problem.field) == ("tasks/two-turn.yaml", "turns[1].verifiers[0].anwser")
-    assert problem.line == line_of(fake_copy / "tasks" / "two-turn.yaml", "anwser: bye")
-    assert (
-        "contains verifier 'answer-2': unknown field; the fields are id, kind, answer, ignore_case" in problem.message
-    )
-
-
-def test_a_bad_regex_is_refused_naming_the_verifier(fake_copy):
-    patch(fake_copy / "tasks" / "two-turn.yaml", "pattern: (?i)hello", "pattern: (hello")
-    problem = only_problem(refused(fake_copy))
-    assert (problem.file, problem.field) == ("tasks/two-turn.yaml", "turns[0].verifiers[0].pattern")
-    assert problem.line == line_of(fake_copy / "tasks" / "two-turn.yaml", "pattern: (hello")
-    assert "regex verifier 'answer-1': pattern '(hello' is not a valid regular expression" in problem.message
-
-
-def test_a_python_check_that_does_not_exist_is_refused(fake_copy):
-    patch(fake_copy / "tasks" / "echo.yaml", "check: fake_env:said_echo", "check: fake_env:said_it")
-    problem = only_problem(refused(fake_copy))
-    assert (problem.file, problem.field) == ("tasks/echo.yaml", "turns[0].verifiers[0].check")
-    assert problem.line == line_of(fake_copy / "tasks" / "echo.yaml", "check: fake_env:said_it")
-    assert "module 'fake_env' has no 'said_it'" in problem.message
-
-
-def test_a_step_id_used_twice_in_a_task_is_refused(fake_copy):
-    patch(fake_copy / "tasks" / "two-turn.yaml", "  - id: answer-2", "  - id: answer-1")
-    problem = only_problem(refused(fake_copy))
-    assert (problem.file, problem.field) == ("tasks/two-turn.yaml", "turns[1].verifiers[0].id")
-    assert "step id 'answer-1' is used twice in task 'two-turn'" in problem.message
 
 
 def test_a_toolset_naming_an_env_the_bundle_lacks_is_refused(fake_copy):
@@ -299,14 +244,3 @@ def test_a_bundle_refused_for_an_unknown_kind_loads_once_a_plugin_provides_it(fa
     refused(fake_copy, plugin_set=Plugins())
     # named apart from agentenv-docker's own plugin ("docker"), which the test environment has installed
     assert load_bundle(fake_copy, plugin_set=Plugins(extra=[("docker-like", Docker)])).envs["proc"].kind == "docker"
-
-
-def test_an_unknown_field_in_the_defaults_is_refused_once_in_bundle_yaml(fake_copy):
-    patch(fake_copy / "bundle.yaml", "  system: You are", "  sytem: You are")
-    problem = only_problem(refused(fake_copy))
-    assert (problem.file, problem.field) == ("bundle.yaml", "defaults.sytem")
-    assert problem.line == line_of(fake_copy / "bundle.yaml", "sytem:")
-    assert (
-        "unknown task field; the fields are deploy, id, metadata, qa, reward, solution, split, system, toolset, turns"
-        in (problem.message)
-    )

@@ -4,7 +4,6 @@ and line, with the traceback in the server's log and in ``agentenv play`` (the e
 
 from __future__ import annotations
 
-import asyncio
 import subprocess
 import sys
 from pathlib import Path
@@ -37,9 +36,9 @@ async def lookup(url: str, tool: str, ids: list[str]) -> object:
         return answers, result
 
 
-def test_a_tool_that_raises_keyerror_fails_the_episode_and_the_server_logs_where(serve_process):
+async def test_a_tool_that_raises_keyerror_fails_the_episode_and_the_server_logs_where(serve_process):
     server = serve_process(BUGS)
-    _, result = asyncio.run(lookup(server.url, "lookup", ["e99"]))
+    _, result = await lookup(server.url, "lookup", ["e99"])
     _, err = server.terminate()
     assert (result.outcome, result.reward, result.failure.kind, result.failure.stage) == (
         "failed",
@@ -57,9 +56,9 @@ def test_a_tool_that_raises_keyerror_fails_the_episode_and_the_server_logs_where
     assert f'File "{BUGS / "db_env.py"}", line 21, in lookup\n    return self.rows[id]' in err
 
 
-def test_a_tool_that_raises_toolerror_is_the_policys_mistake_and_scored(serve_process):
+async def test_a_tool_that_raises_toolerror_is_the_policys_mistake_and_scored(serve_process):
     server = serve_process(BUGS)
-    answers, result = asyncio.run(lookup(server.url, "find", ["e99", "e1"]))
+    answers, result = await lookup(server.url, "find", ["e99", "e1"])
     assert (result.outcome, result.reward) == ("scored", 1.0)
     assert [(a.error, a.text) for a in answers] == [(True, "error: no row 'e99'; the ids are e1, e2"), (False, "Ada")]
 
@@ -127,13 +126,13 @@ def test_a_deploy_past_its_deadline_names_the_env():
     ],
     ids=["wordmath too long", "wordmath too large", "arith too large"],
 )
-def test_the_example_envs_refuse_a_policys_oversized_arithmetic_as_its_mistake(bundle, task, call):
+async def test_the_example_envs_refuse_a_policys_oversized_arithmetic_as_its_mistake(bundle, task, call):
     # before, these raised RecursionError and OverflowError: under the one rule, an env crash the policy could cause
     from agentenv import load_bundle
 
     from tests.support.bundles import play as play_episode
 
     loaded = load_bundle(ROOT / "examples" / "bundles" / bundle)
-    _, steps, result = asyncio.run(play_episode(loaded, task, [call], ["0"]))
+    _, steps, result = await play_episode(loaded, task, [call], ["0"])
     assert steps[0].error and steps[0].text.startswith("error: the ")
     assert result.outcome == "scored"

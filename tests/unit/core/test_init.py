@@ -4,7 +4,6 @@ The plain and ``--package`` forms are tested in tests/unit/core/test_bundle_whee
 
 from __future__ import annotations
 
-import asyncio
 import subprocess
 import sys
 from pathlib import Path
@@ -51,11 +50,11 @@ async def reference(url: str, task: str, tool: str, args: dict[str, object], rep
         return result
 
 
-def test_init_full_writes_a_bundle_that_serves_and_scores_its_references(tmp_path, serve_process):
+async def test_init_full_writes_a_bundle_that_serves_and_scores_its_references(tmp_path, serve_process):
     assert agentenv("init", "notebook", "--full", cwd=tmp_path).returncode == 0
     server = serve_process(tmp_path / "notebook")
-    python = asyncio.run(reference(server.url, "add-001", "add", {"a": 2, "b": 3}, "5"))
-    bash = asyncio.run(reference(server.url, "shout-001", "shout", {"text": "hello"}, "HELLO"))
+    python = await reference(server.url, "add-001", "add", {"a": 2, "b": 3}, "5")
+    bash = await reference(server.url, "shout-001", "shout", {"text": "hello"}, "HELLO")
     assert (python.outcome, python.reward) == ("scored", 1.0)
     assert (bash.outcome, bash.reward) == ("scored", 1.0)  # the bash program's answer, through the server
 

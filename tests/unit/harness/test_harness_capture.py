@@ -30,16 +30,13 @@ def proxy(engine: Engine):
     served.stop()
 
 
-def open_session(proxy: CaptureProxy) -> str:
-    async def go() -> str:
-        async with httpx.AsyncClient(timeout=60) as http:
-            return await proxy.open(http, model="tiny/policy")
-
-    return asyncio.run(go())
+async def open_session(proxy: CaptureProxy) -> str:
+    async with httpx.AsyncClient(timeout=60) as http:
+        return await proxy.open(http, model="tiny/policy")
 
 
-def test_the_session_routes_need_the_admin_key(proxy):
-    key = open_session(proxy)
+async def test_the_session_routes_need_the_admin_key(proxy):
+    key = await open_session(proxy)
     for method, path in (("GET", "/sessions"), ("GET", f"/sessions/{key}/rollout"), ("POST", "/sessions"),
                          ("GET", f"/sessions/{key}/trace_entries"), ("DELETE", f"/sessions/{key}")):  # fmt: skip
         for headers in ({}, {"Authorization": f"Bearer {key}"}):  # no key, or a rollout's key
@@ -48,8 +45,8 @@ def test_the_session_routes_need_the_admin_key(proxy):
     assert httpx.get(proxy.url + "/sessions", headers=proxy.admin_headers).status_code == 200
 
 
-def test_a_model_call_needs_a_rollouts_key_and_lands_in_that_rollout_only(proxy, engine):
-    first, second = open_session(proxy), open_session(proxy)
+async def test_a_model_call_needs_a_rollouts_key_and_lands_in_that_rollout_only(proxy, engine):
+    first, second = await open_session(proxy), await open_session(proxy)
     refused = httpx.post(f"{proxy.url}/v1/chat/completions", json=CHAT, headers={"Authorization": "Bearer ak-guess"})
     answered = httpx.post(f"{proxy.url}/v1/chat/completions", json=CHAT, headers={"Authorization": f"Bearer {first}"},
                           timeout=60)  # fmt: skip
@@ -73,16 +70,16 @@ for key in sys.argv[2:]:
 """
 
 
-def test_a_sandboxed_solver_cannot_spend_another_rollouts_key(proxy, tmp_path: Path):
+async def test_a_sandboxed_solver_cannot_spend_another_rollouts_key(proxy, tmp_path: Path):
     # rollout B came by rollout A's key (a transcript, a log): through B's sandbox, whose relay to the proxy is bound
     # to B's key, A's key (and the admin key) are refused, and nothing lands in A's trace
-    theirs, mine = open_session(proxy), open_session(proxy)
+    theirs, mine = await open_session(proxy), await open_session(proxy)
     admin = proxy.admin_headers["Authorization"].removeprefix("Bearer ")
     url = f"{proxy.url}/v1/chat/completions"
     program = CALL_WITH.format(chat=repr(CHAT))
     launch = Launch(argv=(sys.executable, "-c", program, url, theirs, admin, mine), env={})
     opening = Opening(urlparse(proxy.url).port or 0, "127.0.0.1", mine)
-    exit_ = asyncio.run(AgentProcess(launch, AgentDirs(tmp_path / "agent"), openings=(opening,)).run())
+    exit_ = await AgentProcess(launch, AgentDirs(tmp_path / "agent"), openings=(opening,)).run()
     lines = exit_.output.splitlines()
     assert exit_.code == 0, exit_.output
     assert lines[0].startswith(f"{theirs[:6]} 403 "), exit_.output
@@ -94,7 +91,7 @@ def test_a_sandboxed_solver_cannot_spend_another_rollouts_key(proxy, tmp_path: P
     assert (proxy.calls(theirs), proxy.calls(mine)) == (0, 1)
 
 
-def test_the_episodes_mcp_server_needs_its_bearer_token():
+async def test_the_episodes_mcp_server_needs_its_bearer_token():
     loop = asyncio.new_event_loop()
     calls: list[tuple[str, dict]] = []
 
@@ -117,9 +114,9 @@ def test_the_episodes_mcp_server_needs_its_bearer_token():
                 result = await client.call_tool("multiply", {"a": 6})
                 return result.content[0].text
 
-        assert asyncio.run(use(mcp.token)) == "42"
+        assert (await use(mcp.token)) == "42"
         with pytest.raises(Exception, match="401"):
-            asyncio.run(use("not-the-token"))
+            await use("not-the-token")
         assert httpx.post(mcp.url, json={}).status_code == 401
     finally:
         server.stop()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import subprocess
 import sys
@@ -293,7 +292,7 @@ def _play_reference(session: Session, bundle, task) -> object:
 
 
 @pytest.mark.parametrize("bundle_path", [INBOX, FAKE.parent.parent.parent.parent / "examples" / "bundles" / "arith"])
-def test_reference_solutions_score_one_through_the_session_layer(serve, bundle_path):
+async def test_reference_solutions_score_one_through_the_session_layer(serve, bundle_path):
     from agentenv import load_bundle
 
     bundle = load_bundle(bundle_path)
@@ -307,7 +306,7 @@ def test_reference_solutions_score_one_through_the_session_layer(serve, bundle_p
                 results[task.id] = answer.result
         return results
 
-    results = asyncio.run(main())
+    results = await main()
     assert len(results) == len(bundle.tasks)
     for task_id, result in results.items():
         assert result.outcome == "scored", (task_id, result)
