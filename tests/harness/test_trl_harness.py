@@ -18,7 +18,7 @@ import pytest
 from agentenv_harness import AgentEnvSessionFactory, prompt_rows
 
 from tests.support.harness import HARNESS, Engine
-from tests.support.vllm_standin import _sampled_logprob
+from tests.support.standin.vllm import _sampled_logprob
 
 TEMPERATURE = 0.8
 REWARDS = {"times": 1.0, "times-wrong": 0.0, "times-tool": 1.0}  # what each task's own verifiers give

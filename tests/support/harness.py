@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.support.paths import HARNESS
-from tests.support.vllm_standin import Served, StandinEngine, serve
+from tests.support.standin.vllm import Served, StandinEngine, serve
 
 __all__ = ["HARNESS", "PLACEHOLDER", "Engine", "every_token_trains", "prompt_of", "solve_twice_at_once"]
 

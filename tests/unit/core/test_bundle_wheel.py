@@ -21,8 +21,8 @@ from agentenv.cli.scaffold import scaffold
 
 from tests.support import ROOT, free_port
 from tests.support.once import once_per_run
-from tests.support.openai_standin import Reference, StandIn
 from tests.support.servers import answering
+from tests.support.standin.openai import Reference, StandIn
 
 pytestmark = pytest.mark.slow
 

@@ -23,7 +23,7 @@ from agentenv.errors import AgentEnvError
 from agentenv.files import MANIFEST, FolderBusy, locked, write_set
 
 from tests.support import INBOX, wait_until
-from tests.support.openai_standin import Conversation, Reference, StandIn
+from tests.support.standin.openai import Conversation, Reference, StandIn
 
 
 def _eval_argv(standin: StandIn, out: Path, *flags: str) -> list[str]:

@@ -1,4 +1,4 @@
-"""``agentenv eval`` against a stand-in OpenAI-compatible server (tests/support/openai_standin.py) and real agentenv
+"""``agentenv eval`` against a stand-in OpenAI-compatible server (tests/support/standin/openai.py) and real agentenv
 servers: the bundle folder served in process, or a URL."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from agentenv.cli import main
 from agentenv.evaluate import Summary, read_samples
 
 from tests.support import ARITH, FAKE, INBOX, free_port
-from tests.support.openai_standin import Reference, Scripted, StandIn
+from tests.support.standin.openai import Reference, Scripted, StandIn
 
 SAMPLE_FIELDS = {
     "task",

@@ -1,6 +1,6 @@
-"""A stand-in OpenAI-compatible server for the eval tests: a real HTTP server on loopback whose chat completions
-are answered by a scripted policy (tool calls, replies, malformed calls, HTTP errors). It records every
-request and counts the requests in flight (and the most ever in flight)."""
+"""A stand-in OpenAI-compatible server (an API like OpenAI's, text only) for the eval tests: a real HTTP server on
+loopback whose chat completions are answered by a scripted policy (tool calls, replies, malformed calls, HTTP
+errors). It records every request and counts the requests in flight (and the most ever in flight)."""
 
 from __future__ import annotations
 
@@ -13,6 +13,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from agentenv import Bundle
+
+from tests.support.standin.chat import completion, model_list, tool_call, unknown_model
 
 
 @dataclass(frozen=True)
@@ -29,20 +31,8 @@ class Answer:
             return {"error": self.error or {"message": "error"}}
         message: dict[str, Any] = {"role": "assistant", "content": self.content or None}
         if self.calls:
-            message["tool_calls"] = [
-                {
-                    "id": f"call_{i}",
-                    "type": "function",
-                    "function": {"name": name, "arguments": args if isinstance(args, str) else json.dumps(args)},
-                }
-                for i, (name, args) in enumerate(self.calls)
-            ]
-        return {
-            "id": "cmpl-1",
-            "object": "chat.completion",
-            "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if self.calls else "stop"}],
-            "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
-        }
+            message["tool_calls"] = [tool_call(f"call_{i}", name, args) for i, (name, args) in enumerate(self.calls)]
+        return completion(message, 10, 5)
 
 
 def reply(text: str) -> Answer:
@@ -195,7 +185,7 @@ class StandIn:
 
             def do_GET(self) -> None:
                 if self.path == "/v1/models":
-                    self._send(200, {"object": "list", "data": [{"id": m, "object": "model"} for m in standin.models]})
+                    self._send(200, model_list(list(standin.models)))
                 else:
                     self._send(404, {"detail": "Not Found"})
 
@@ -205,9 +195,7 @@ class StandIn:
                     self._send(404, {"detail": "Not Found"})
                     return
                 if request.get("model") not in standin.models:
-                    self._send(
-                        404, {"error": {"message": f"The model `{request.get('model')}` does not exist.", "code": 404}}
-                    )
+                    self._send(404, unknown_model(request.get("model")))
                     return
                 answer = standin._answer(request)
                 self._send(answer.status, answer.body())
