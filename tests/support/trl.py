@@ -92,6 +92,31 @@ def trainer_for(
     )
 
 
+def warm_and_train(
+    env: Any,
+    conversations: list[Any],
+    dataset: Any,
+    output_dir: Path,
+    *,
+    warm_steps: int,
+    batch_size: int,
+    **config: Any,
+) -> tuple[Any, list[dict[str, Any]]]:
+    """A tiny model (64 wide, 2 layers) fitted to ``conversations`` first (so that it plays the tools at all), then
+    trained by TRL's GRPOTrainer on ``dataset`` (``trainer_for``; ``config`` overrides its settings). Returns the
+    trainer and its steps as ``Steps`` kept them."""
+    from agentenv_trl.tiny import tiny_model, tiny_tokenizer, warm_start
+
+    tokenizer = tiny_tokenizer(conversations)
+    model = tiny_model(tokenizer, hidden_size=64, layers=2)
+    warm_start(model, tokenizer, conversations, steps=warm_steps, learning_rate=3e-3, batch_size=batch_size)
+    recorder = Steps(env)
+    trainer = trainer_for(env, model, tokenizer, dataset, output_dir, callbacks=[recorder], **config)
+    recorder.trainer = trainer
+    trainer.train()
+    return trainer, recorder.steps
+
+
 class Steps:
     """A TrainerCallback (built on first use) keeping, per step, TRL's logged rollouts and agentenv's episodes."""
 
