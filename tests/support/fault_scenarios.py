@@ -38,7 +38,7 @@ class Scenario:
     SIGKILL, ``stop``: SIGTERM, ``idle``: the policy thinks past the server's idle_timeout). ``broken``: the server
     corrupts its first answer to a tool call. ``nofile``: the server's limit on open files (``at_start="leak"``:
     another session's env leaks descriptors until the server has too few left for a new session: the fake bundle
-    with the ``ops`` env, ``tests.conftest.with_ops``).
+    with the ``ops`` env, ``tests.support.bundles.with_ops``).
     """
 
     kind: str

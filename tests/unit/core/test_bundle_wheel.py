@@ -23,6 +23,7 @@ from tests.support import ROOT, free_port
 from tests.support.once import once_per_run
 from tests.support.servers import answering
 from tests.support.standin.openai import Reference, StandIn
+from tests.support.wheels import build_wheels
 
 pytestmark = pytest.mark.slow
 
@@ -77,13 +78,7 @@ def _build_and_install(base: Path) -> None:
     pyproject.write_text(text)
     dist = base / "dist"
     sources = [*WORKSPACE, base / "calc-tasks", base / "future-tasks"]
-    builds = [
-        subprocess.Popen([uv, "build", "--wheel", str(p), "--out-dir", str(dist)], stderr=subprocess.PIPE, text=True)
-        for p in sources
-    ]
-    for source, build in zip(sources, builds):
-        _, err = build.communicate()
-        assert build.returncode == 0, f"uv build --wheel {source} failed:\n{err}"
+    build_wheels(uv, sources, dist)
     venv = base / "venv"
     _check(
         subprocess.run([uv, "venv", str(venv), "--python", sys.executable], capture_output=True, text=True), "uv venv"

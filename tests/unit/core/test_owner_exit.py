@@ -10,6 +10,8 @@ import textwrap
 import time
 from pathlib import Path
 
+from tests.support import wait_until
+
 # an owner: registers a command that appends its last argument (the owner's tag) to a file, says its tag, waits
 OWNER = textwrap.dedent(
     """
@@ -36,9 +38,7 @@ def run_owner(tmp_path: Path, how: str) -> tuple[str, Path]:
     tag = owner.stdout.readline().strip()
     os.kill(owner.pid, signal.SIGKILL)
     owner.wait()
-    deadline = time.monotonic() + 30
-    while not out.exists() and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_until(out.exists, 30)
     time.sleep(0.5)  # a second run, if there were one, would have written by now
     return tag, out
 

@@ -24,6 +24,7 @@ import pytest
 from tests.support import ROOT, free_port
 from tests.support.once import once_per_run
 from tests.support.servers import answering
+from tests.support.wheels import build_wheels
 
 pytestmark = pytest.mark.slow
 
@@ -93,13 +94,7 @@ def _build_and_install(base: Path) -> None:
     uv = shutil.which("uv")
     assert uv is not None, "uv is not on PATH; install it (pip install uv) to build the wheels"
     dist = base / "dist"
-    builds = [
-        subprocess.Popen([uv, "build", "--wheel", str(p), "--out-dir", str(dist)], stderr=subprocess.PIPE, text=True)
-        for p in PACKAGES
-    ]
-    for package, build in zip(PACKAGES, builds):
-        _, err = build.communicate()
-        assert build.returncode == 0, f"uv build --wheel {package} failed:\n{err}"
+    build_wheels(uv, PACKAGES, dist)
     venv = base / "venv"
     done = subprocess.run([uv, "venv", str(venv), "--python", sys.executable], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr

@@ -6,7 +6,6 @@ import json
 import shutil
 import sys
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -15,6 +14,8 @@ from agentenv.client.settings import Shared
 from agentenv.client.sync import SyncSession
 from agentenv.errors import EpisodeLost, RolloutFailed
 from agentenv.record import Recorder
+
+from tests.support import wait_until
 
 HOSTILE = "<script>document.title='pwned'</script>\x1b[31m"
 
@@ -117,9 +118,7 @@ def test_a_killed_server_leaves_only_whole_lines(serve_process, tmp_path):
     players = [threading.Thread(target=player) for _ in range(4)]
     for p in players:
         p.start()
-    deadline = time.monotonic() + 60
-    while len(list(record.read(folder))) < 20 and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_until(lambda: len(list(record.read(folder))) >= 20, 60)
     server.kill()  # SIGKILL while four clients play and the writer writes
     stop.set()
     for p in players:

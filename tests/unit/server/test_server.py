@@ -440,10 +440,7 @@ def test_an_idle_session_is_reaped_and_its_episode_torn_down(serve, ledger):
     session.start("echo")
     session.call("echo", {"text": "hi"})
     assert ledger.wait_for("teardown", 1) == 1
-    deadline = time.monotonic() + 10
-    while _sessions(srv) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert _sessions(srv) == 0
+    assert wait_until(lambda: _sessions(srv) == 0, 10)
     with pytest.raises(ServerUnavailable):
         session.call("echo", {"text": "anyone?"})
     session.close()
@@ -455,10 +452,7 @@ def test_a_half_open_socket_is_reaped(serve, ledger):
     try:
         assert ledger.wait_for("deploy", 1) == 1
         assert ledger.wait_for("teardown", 1) == 1
-        deadline = time.monotonic() + 10
-        while _sessions(srv) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert _sessions(srv) == 0
+        assert wait_until(lambda: _sessions(srv) == 0, 10)
     finally:
         sock.close()
 
