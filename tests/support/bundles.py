@@ -9,7 +9,6 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-import pytest
 from agentenv import Bundle, BundleError, Episode, EpisodeResult, load_bundle
 from agentenv.errors import BundleProblem
 
@@ -78,6 +77,8 @@ def patch(path: Path, old: str, new: str) -> None:
 
 def refused(path: Path, **kwargs: Any) -> BundleError:
     """Load ``path`` expecting a refusal; return the error."""
+    import pytest  # here: the package's face stays importable where pytest is not (the benchmarks' stand-in model)
+
     with pytest.raises(BundleError) as info:
         load_bundle(path, **kwargs)
     return info.value
