@@ -96,7 +96,7 @@ nox.options.sessions = [
 AGENT_CLIS = ["@anthropic-ai/claude-code@2.1.332", "opencode-ai@1.18.33"]
 MKDOCS_QUIET = {"NO_MKDOCS_2_WARNING": "1", "DISABLE_MKDOCS_2_WARNING": "true"}  # banners, not warnings
 PYTEST = ["pytest", "-p", "no:cacheprovider"]
-CONTAINER_BASE = "agentenv-test/python:bookworm"  # the containers tier's base image (tests/containers/support.py)
+CONTAINER_BASE = "agentenv-test/python:bookworm"  # the containers tier's base image (tests/support/containers.py)
 
 
 def _sync(session: nox.Session, *groups: str, extras: tuple[str, ...] = ()) -> None:
@@ -168,14 +168,16 @@ def faults(session: nox.Session) -> None:
 # what the newer Pythons run by default: the packages built, installed from their wheels into fresh venvs and run
 # there (a bundle wheel served by name, the plugin packages, the slim client), and env programs started in the sandbox
 # on that interpreter (the one failure 3.12 ever had of its own: nox's link to it)
-INSTALL_TESTS = ["tests/unit/test_wheels.py", "tests/unit/test_plugin_packages.py", "tests/unit/test_bundle_wheel.py",
-                 "tests/unit/test_slim_client.py", "tests/unit/test_subprocess_sandbox.py"]  # fmt: skip
+INSTALL_TESTS = ["tests/unit/test_wheels.py", "tests/unit/core/test_plugin_packages.py",
+                 "tests/unit/core/test_bundle_wheel.py", "tests/unit/test_slim_client.py",
+                 "tests/unit/core/test_subprocess_sandbox.py"]  # fmt: skip
 # and on the newest, the parts of tests/unit where an interpreter's asyncio, subprocess and signal handling show:
 # real servers, the wire protocol, the sandboxes, episodes, the client's pool and deploy-ahead, the harness's
 # sessions (231 tests in about 2 minutes, where the whole tier, 767, took 5 and put .ci/run near its budget)
-NEWEST_TESTS = [*INSTALL_TESTS, *(f"tests/unit/test_{name}.py" for name in (
-    "server", "protocol", "bash_sandbox", "episodes", "subprocess_env", "owner_exit", "pool", "deploy_ahead",
-    "harness_sessions", "verifiers", "bundles"))]  # fmt: skip
+NEWEST_TESTS = [*INSTALL_TESTS, *(f"tests/unit/{name}.py" for name in (
+    "server/test_server", "server/test_protocol", "core/test_bash_sandbox", "core/test_episodes",
+    "core/test_subprocess_env", "core/test_owner_exit", "core/test_pool", "server/test_deploy_ahead",
+    "harness/test_harness_sessions", "core/test_verifiers", "core/test_bundles"))]  # fmt: skip
 
 
 @nox.session(python=NEWER_PYTHONS)
@@ -344,7 +346,7 @@ def lowest(session: nox.Session) -> None:
     _pip(session, "--resolution", "lowest-direct", *editable, *third_party)
     # the wheel tests install their wheels into fresh venvs with the newest dependencies: nothing of the
     # floors is tested there, and they are the unit tier's slowest (the unit and release sessions run them)
-    wheels = ["--ignore", "tests/unit/test_wheels.py", "--ignore", "tests/unit/test_plugin_packages.py"]
+    wheels = ["--ignore", "tests/unit/test_wheels.py", "--ignore", "tests/unit/core/test_plugin_packages.py"]
     session.run(*PYTEST, "tests/unit", *wheels, *_xdist(session), *session.posargs)
 
 

@@ -1,7 +1,7 @@
 """What OpenEnv's capture proxy adds to a model call, and how long a harness rollout takes per agent.
 
 1. A chat completion (a system prompt, a task, a bash tool: the first call of an agent) sent straight to the
-   stand-in engine (tests/fixtures/standin_engine.py) and through the capture proxy as agentenv-harness serves
+   stand-in engine (tests/support/standin/vllm.py) and through the capture proxy as agentenv-harness serves
    it (a ``CaptureProxy`` in its own process, a capture session per 32 calls as per rollout), in interleaved
    rounds so load on the machine hits both alike. Prints median and p99 per call and what the proxy adds
    (goal: under 2 ms at the median), and the CPU the proxy's process spends per call (what it costs
@@ -51,7 +51,7 @@ def _serve(kind: str, *args: str) -> tuple[subprocess.Popen[str], dict[str, str]
 
 
 def serve_engine() -> None:
-    from tests.fixtures.standin_engine import serve
+    from tests.support.standin.vllm import serve
 
     _, served = serve(["tiny/policy"])
     print(json.dumps({"url": served.url}), flush=True)
@@ -130,7 +130,7 @@ def call_overhead(calls: int) -> dict[str, float]:
 def rollout_seconds(rollouts: int, agent_bin: str | None) -> dict[str, float]:
     from agentenv_harness import AgentEnvSessionFactory, prompt_rows
 
-    from tests.fixtures.standin_engine import serve
+    from tests.support.standin.vllm import serve
 
     if agent_bin:
         os.environ["PATH"] = f"{Path(agent_bin).resolve()}{os.pathsep}{os.environ['PATH']}"

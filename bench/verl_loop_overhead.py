@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests" / "verl"))  # the verl tier's tokenizer and stand-in rollout server
+sys.path.insert(0, str(ROOT))  # tests.support.verl: the verl tier's tokenizer and stand-in rollout server
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ.setdefault("HF_DATASETS_CACHE", os.path.join(tempfile.gettempdir(), "agentenv-verl-bench-datasets"))
 
@@ -42,7 +42,8 @@ from verl.experimental.agent_loop.tool_agent_loop import ToolAgentLoop  # noqa: 
 from verl.tools.base_tool import BaseTool  # noqa: E402
 from verl.tools.schemas import OpenAIFunctionToolSchema, ToolResponse  # noqa: E402
 from verl.utils.dataset.rl_dataset import RLHFDataset  # noqa: E402
-from verl_support import (  # noqa: E402
+
+from tests.support.verl import (  # noqa: E402
     FAKE,
     ScriptedServer,
     build_tokenizer,

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ServeProcess
-from tests.containers.support import BASE, BOX
+from tests.support import ServeProcess
+from tests.support.containers import BASE, BOX
 
 
 @pytest.fixture(scope="session")

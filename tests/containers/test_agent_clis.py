@@ -21,19 +21,10 @@ import pytest
 from agentenv import sandbox
 from agentenv_harness import AgentEnvSessionFactory, prompt_rows
 
-from tests.conftest import ROOT
-from tests.containers.support import BASE, docker
-from tests.unit.core_helpers import copy_bundle, patch
-from tests.unit.harness_support import HARNESS, Engine, agent_bin
-
-__all__ = ["agent_bin"]  # fixtures
-
-
-@pytest.fixture(scope="module")
-def engine() -> Iterator[Engine]:
-    running = Engine(["tiny/policy"])
-    yield running
-    running.server.stop()
+from tests.support import ROOT
+from tests.support.bundles import copy_bundle, patch
+from tests.support.containers import BASE, docker
+from tests.support.harness import HARNESS, Engine, every_token_trains, solve_twice_at_once
 
 
 @pytest.fixture
@@ -54,19 +45,6 @@ def solvers_started(since: float) -> list[str]:
                   "{{.Actor.Attributes.image}}").split()  # fmt: skip
 
 
-def every_token_trains(trace: object) -> None:
-    """TRL's own reading of a rollout's trace: a tool call and the answer, each completion token in a training row's
-    completion mask, with its log-prob."""
-    from trl.experimental.async_grpo.async_rollout_worker import _chain_to_sequences
-    from trl.experimental.async_grpo.openenv_harness import _turns_from_training_trace
-
-    turns = _turns_from_training_trace(trace)
-    rows, _ = _chain_to_sequences(turns, "r", 0)
-    assert len(turns) >= 2  # a tool call, then the answer
-    assert sum(sum(r.completion_mask) for r in rows) == sum(len(t.output_ids) for t in turns)
-    assert all(len(t.output_log_probs) == len(t.output_ids) > 0 for t in turns)
-
-
 @pytest.mark.parametrize("agent", ["claude-code", "opencode"])
 def test_a_real_agent_in_a_container_solves_each_task_twice_at_once_and_every_captured_turn_trains(
     engine: Engine, in_containers: None, agent: str
@@ -77,14 +55,7 @@ def test_a_real_agent_in_a_container_solves_each_task_twice_at_once_and_every_ca
     try:
         for task_id in ("smoke", "multiply"):  # a shell task; a task that needs a bundle tool over MCP
             since = time.time()
-            sessions = [factory.create(prompts[task_id], seed=0) for _ in range(2)]  # two rollouts at once
-            codes = [s.wait_for_completion() for s in sessions]
-            traces = [s.fetch_training_trace() for s in sessions]
-            verdicts = [s.verify([]) for s in sessions]
-            for session in sessions:
-                session.close()
-            assert codes == [0, 0], [v.metrics for v in verdicts]
-            assert [v.env_reward for v in verdicts] == [1.0, 1.0], [v.metrics for v in verdicts]
+            sessions, traces = solve_twice_at_once(factory, prompts[task_id])
             assert solvers_started(since) == [BASE, BASE]  # each rollout's agent ran in a container of its own
             for session in sessions:
                 assert session.play is not None and not session.play.root.exists()  # its workdir and HOME: gone

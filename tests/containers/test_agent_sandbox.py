@@ -17,10 +17,7 @@ from agentenv.engine.agents import Launch
 from agentenv.sandbox import Opening
 from agentenv.specs import SandboxSpec
 
-from tests.containers.support import BASE, docker, of_process
-from tests.unit.harness_support import engine
-
-__all__ = ["engine"]  # fixtures
+from tests.support.containers import BASE, docker, of_process
 
 PROGRAM = r"""
 import json, os, socket, sys
@@ -111,7 +108,7 @@ def test_a_harness_task_is_solved_by_its_agent_in_a_container_through_the_captur
     import subprocess
     import time
 
-    from tests.unit.harness_support import HARNESS
+    from tests.support.harness import HARNESS
 
     since = str(int(time.time()) - 1)
     environ = {**os.environ, "NO_PROXY": "127.0.0.1", "AGENTENV_SANDBOX": "docker",

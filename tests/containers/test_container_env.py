@@ -13,9 +13,9 @@ from agentenv import load_bundle
 from agentenv.client.rollout import RolloutRecord
 from agentenv.client.settings import Shared
 
-from tests.conftest import ServeProcess
-from tests.containers.support import BOX, of_process, probe, wait_until_none
-from tests.faults.conftest import play
+from tests.support import ServeProcess
+from tests.support.containers import BOX, of_process, probe, wait_until_none
+from tests.support.faults import play
 
 PRIVATE = ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16")  # RFC 1918 (Docker's default bridge is in the second)
 

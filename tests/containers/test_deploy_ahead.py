@@ -6,11 +6,10 @@ from __future__ import annotations
 import asyncio
 import json
 import shutil
-import time
 from pathlib import Path
 
-from tests.conftest import ServeProcess
-from tests.containers.support import BOX, docker, of_process, probe, wait_until_none
+from tests.support import ServeProcess, wait_until
+from tests.support.containers import BOX, docker, of_process, probe, wait_until_none
 
 
 def setup_bundle(folder: Path) -> Path:
@@ -23,12 +22,12 @@ def setup_bundle(folder: Path) -> Path:
 
 def wait_for_containers(pid: int, n: int, seconds: float = 120.0) -> list[str]:
     """The containers of process ``pid`` once there are ``n`` running (their short ids, the hostnames inside)."""
-    deadline = time.monotonic() + seconds
-    while True:
-        running = docker("ps", "-q", "--filter", f"label=agentenv.pid={pid}").split()
-        if len(running) >= n or time.monotonic() > deadline:
-            return running
-        time.sleep(0.3)
+
+    def running() -> list[str]:
+        return docker("ps", "-q", "--filter", f"label=agentenv.pid={pid}").split()
+
+    wait_until(lambda: len(running()) >= n, seconds, interval=0.3)
+    return running()
 
 
 def test_a_rollout_plays_a_container_started_before_it_set_up_for_its_task_and_it_is_replaced(

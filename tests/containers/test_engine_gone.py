@@ -20,8 +20,8 @@ from agentenv.client.session import Session
 from agentenv.client.settings import Shared
 from agentenv.errors import EpisodeLost
 
-from tests.conftest import ServeProcess
-from tests.containers.support import BOX
+from tests.support import ServeProcess
+from tests.support.containers import BOX
 
 
 @dataclass

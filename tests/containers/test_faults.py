@@ -14,8 +14,8 @@ import shutil
 import uuid
 from pathlib import Path
 
-from tests.conftest import ServeProcess
-from tests.containers.support import BOX, agentenv, docker, probe, wait_until_none
+from tests.support import ServeProcess
+from tests.support.containers import BOX, agentenv, docker, probe, wait_until_none
 
 
 def with_image(tmp_path: Path, image: str) -> Path:

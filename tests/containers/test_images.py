@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from agentenv_docker.images import base_key
 
-from tests.containers.support import BASE, BOX, agentenv, docker
+from tests.support.containers import BASE, BOX, agentenv, docker
 
 
 @pytest.fixture

@@ -9,8 +9,8 @@ from agentenv.client.rollout import RolloutRecord
 from agentenv.client.session import Session
 from agentenv.client.settings import Shared
 
-from tests.conftest import ServeProcess
-from tests.containers.support import BOX, of_process, wait_until_none
+from tests.support import ServeProcess
+from tests.support.containers import BOX, of_process, wait_until_none
 
 AT_ONCE = 32
 KILLED_WITH = 16

@@ -10,10 +10,9 @@ from typing import Any
 import pytest
 from agentenv import load_bundle
 from agentenv_trl import AgentEnv
-from agentenv_trl.tiny import tiny_model, tiny_tokenizer, warm_start
 
-from tests.containers.support import BOX, wait_until_none
-from tests.trl.trl_support import Steps, is_nan, logged, script, trainer_for
+from tests.support.containers import BOX, wait_until_none
+from tests.support.trl import is_nan, logged, script, warm_and_train
 
 
 @pytest.fixture(scope="module")
@@ -34,23 +33,17 @@ def run(images: str, tmp_path_factory: pytest.TempPathFactory) -> Any:
             for t in load_bundle(BOX).split("train")
         ]
         env.results.clear()
-        tokenizer = tiny_tokenizer(conversations)
-        model = tiny_model(tokenizer, hidden_size=64, layers=2)
-        warm_start(model, tokenizer, conversations, steps=150, learning_rate=3e-3, batch_size=4)
-        recorder = Steps(env)
-        trainer = trainer_for(
+        trainer, steps = warm_and_train(
             env,
-            model,
-            tokenizer,
+            conversations,
             env.dataset,
             tmp_path_factory.mktemp("box"),
-            callbacks=[recorder],
+            warm_steps=150,
+            batch_size=4,
             max_completion_length=160,
             max_tool_calling_iterations=6,
         )
-        recorder.trainer = trainer
-        trainer.train()
-    yield trainer, recorder.steps, wait_until_none(os.getpid())
+    yield trainer, steps, wait_until_none(os.getpid())
 
 
 def test_two_training_steps_ran_on_container_episodes(run: Any) -> None:

@@ -14,9 +14,9 @@ os.environ.setdefault("HF_DATASETS_CACHE", os.path.join(tempfile.gettempdir(), "
 import pytest
 from agentenv_verl import write
 
-from tests.conftest import ServeProcess
-from tests.containers.support import wait_until_none
-from tests.verl.verl_support import ScriptedServer, build_tokenizer, dataset_rows, make_loop, tool_call
+from tests.support import ServeProcess
+from tests.support.containers import wait_until_none
+from tests.support.verl import ScriptedServer, build_tokenizer, dataset_rows, make_loop, tool_call
 
 SAMPLING = {"temperature": 1.0, "top_p": 1.0, "top_k": -1, "logprobs": True}
 

@@ -16,9 +16,9 @@ from agentenv.client.settings import Shared
 from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect
 
-from tests.conftest import FAKE, Ledger, free_port
-from tests.faults.conftest import Matrix, play, public_address, run
-from tests.unit.server_helpers import ask, open_ws, reset_data, ws_url
+from tests.support import FAKE, Ledger, free_port
+from tests.support.faults import Matrix, play, public_address, run
+from tests.support.wire import ask, open_ws, reset_data, ws_url
 
 TOKEN = "tok-a77c01d4e8"
 EVIL = "https://evil.example"

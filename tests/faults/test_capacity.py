@@ -11,8 +11,8 @@ from agentenv.client.session import Session
 from agentenv.client.settings import Shared
 from agentenv.errors import AtCapacity, EpisodeLost, ServerUnavailable
 
-from tests.conftest import Ledger, free_port
-from tests.faults.conftest import Matrix, play, run
+from tests.support import Ledger, free_port
+from tests.support.faults import Matrix, play, run
 
 
 def test_clients_past_max_concurrent_envs_wait_their_turn_and_none_is_lost(matrix: Matrix, ledger: Ledger) -> None:

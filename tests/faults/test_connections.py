@@ -16,16 +16,12 @@ from agentenv.client.session import Session
 from agentenv.client.settings import Shared
 from agentenv.errors import ServerUnavailable
 
-from tests.conftest import Ledger
-from tests.faults.conftest import Matrix, play, public_address, run
+from tests.support import Ledger
+from tests.support.faults import Matrix, play, public_address, run
+from tests.support.procs import memory
 
 TOKEN = "tok-0c3e9b1f57"
 HALF_SENT = b"GET /ws HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\n"  # no blank line: never finished
-
-
-def _peak_rss(pid: int) -> int:
-    line = next(x for x in Path(f"/proc/{pid}/status").read_text().splitlines() if x.startswith("VmHWM:"))
-    return int(line.split()[1]) * 1024
 
 
 def _closed_by_server(sock: socket.socket, seconds: float) -> bytes | None:
@@ -72,7 +68,7 @@ def test_half_sent_requests_are_cut_at_the_deadline_and_take_no_descriptor_a_ses
 def test_a_huge_request_head_is_refused_431_without_taking_its_size_in_memory(matrix: Matrix) -> None:
     server = matrix.serve()
     assert server.proc is not None
-    before = _peak_rss(server.proc.pid)
+    before = memory(server.proc.pid, "VmHWM")
     line = b"X-Big: " + b"a" * (50 << 20) + b"\r\n"
 
     def send_one() -> None:
@@ -87,7 +83,7 @@ def test_a_huge_request_head_is_refused_431_without_taking_its_size_in_memory(ma
         sender.start()
     for sender in senders:
         sender.join(120)
-    grew = _peak_rss(server.proc.pid) - before
+    grew = memory(server.proc.pid, "VmHWM") - before
     with socket.create_connection(("127.0.0.1", server.port)) as sock:  # a head over 64 KiB, sent whole: told why
         sock.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: " + b"b" * (100 << 10) + b"\r\n\r\n")
         answer = _closed_by_server(sock, 30)

@@ -16,8 +16,8 @@ import time
 import pytest
 from agentenv.client.settings import Shared
 
-from tests.faults.conftest import Matrix, play, run
-from tests.unit.server_helpers import half_open, reset_data
+from tests.support.faults import Matrix, play, run
+from tests.support.wire import half_open, reset_data
 
 DROPS = 120
 

@@ -8,8 +8,8 @@ import time
 import pytest
 from agentenv.client.settings import Shared
 
-from tests.conftest import Ledger, running
-from tests.faults.conftest import Matrix, play, run
+from tests.support import Ledger, running, wait_until
+from tests.support.faults import Matrix, play, run
 
 
 def test_a_tool_past_its_deadline_fails_the_episode_and_frees_the_slot(matrix: Matrix, ledger: Ledger) -> None:
@@ -41,10 +41,7 @@ def test_a_program_that_dies_with_a_live_child_is_a_crash_at_once_with_its_stder
     assert "(exit code 3)" in result.failure.message and "fake_proc: dying on purpose" in result.failure.message
     assert matrix.lost == 1 and matrix.failures_scored == 0
     child = next(e.split()[1] for e in ledger.events() if e.startswith("child "))
-    deadline = time.monotonic() + 5
-    while running(child) and time.monotonic() < deadline:  # its child is killed with it
-        time.sleep(0.05)
-    assert not running(child)
+    assert wait_until(lambda: not running(child), 5)  # its child is killed with it
 
 
 def test_a_deploy_that_fails_is_replayed_then_the_rollout_fails_unscored(matrix: Matrix, ledger: Ledger) -> None:

@@ -19,9 +19,10 @@ from agentenv.errors import Unauthorized
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import ClientConnection
 
-from tests.conftest import Ledger
-from tests.faults.conftest import Matrix, play, run
-from tests.unit.server_helpers import ask, half_open, open_ws, reset_data
+from tests.support import Ledger
+from tests.support.faults import Matrix, play, run
+from tests.support.procs import memory
+from tests.support.wire import ask, half_open, open_ws, reset_data
 
 TOKEN = "tok-51f0c2aa9e"
 
@@ -188,12 +189,6 @@ def test_a_policys_numbers_that_json_lacks_are_its_own_mistake_and_the_episode_g
     assert (result.outcome, result.reward) == ("scored", 1.0)  # type: ignore[attr-defined]
 
 
-def _memory(pid: int, figure: str) -> int:
-    """A figure of the process's /proc status, in bytes (VmRSS: held now; VmHWM: the most held since reset)."""
-    line = next(x for x in Path(f"/proc/{pid}/status").read_text().splitlines() if x.startswith(f"{figure}:"))
-    return int(line.split()[1]) * 1024
-
-
 def _sent_while_stopped(pid: int, ws: ClientConnection, frames: list[str]) -> None:
     """Send ``frames`` while the server is stopped (SIGSTOP), as a loaded machine leaves it unscheduled: on resume,
     all that its socket's buffers took meanwhile is there to read at once."""
@@ -222,11 +217,11 @@ def test_frames_between_the_message_and_frame_limits_are_not_kept_whole(matrix: 
         # while a call runs, OpenEnv's loop takes no frame: what the client sends meanwhile waits in the server
         ws.send(json.dumps({"type": "step", "data": {"op": "call", "tool": "sleep_sync", "args": {"seconds": 20}}}))
         time.sleep(0.5)
-        before = _memory(pid, "VmRSS")
+        before = memory(pid, "VmRSS")
         Path(f"/proc/{pid}/clear_refs").write_text("5")  # VmHWM counts from now
         _sent_while_stopped(pid, ws, [frame] * 20)
         answers = [json.loads(ws.recv(timeout=120)) for _ in range(21)]
-        grew = _memory(pid, "VmHWM") - before
+        grew = memory(pid, "VmHWM") - before
         echoed = ask(ws, {"type": "step", "data": {"op": "call", "tool": "echo", "args": {"text": "ping"}}})
     assert answers[0]["data"]["observation"]["text"] == "slept"
     assert {a["data"]["code"] for a in answers[1:]} == {"MESSAGE_TOO_LARGE"}

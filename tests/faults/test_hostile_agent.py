@@ -14,10 +14,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tests.unit.core_helpers import copy_bundle, patch
-from tests.unit.harness_support import HARNESS, engine, wait_until
-
-__all__ = ["engine"]  # the stand-in model engine (a fixture)
+from tests.support import running, wait_until
+from tests.support.bundles import copy_bundle, patch
+from tests.support.harness import HARNESS
 
 SNOOP = r"""
 import json, os, socket, subprocess, sys, time, urllib.request
@@ -86,15 +85,8 @@ def findings(stdout: str) -> dict[str, Any]:
     return json.loads(found.read_text(encoding="utf-8"))
 
 
-def daemons() -> list[str]:
-    return [p for p in os.listdir("/proc") if p.isdigit() and MARKER in _cmdline(p)]
-
-
-def _cmdline(pid: str) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
-    except OSError:
-        return ""
+def daemons() -> list[int]:
+    return running(MARKER)
 
 
 def test_two_hostile_agents_at_once_reach_nothing_of_the_trainer_the_host_or_each_other(engine, tmp_path) -> None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 import socket
-import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -18,9 +17,9 @@ from typing import Any
 import pytest
 from agentenv.client.settings import Shared
 
-from tests.conftest import running
-from tests.faults.conftest import Matrix, play, run
-from tests.unit.core_helpers import copy_bundle, patch
+from tests.support import running, wait_until
+from tests.support.bundles import copy_bundle, patch
+from tests.support.faults import Matrix, play, run
 
 
 @pytest.fixture
@@ -195,7 +194,4 @@ def test_a_symlink_leads_nowhere_outside(matrix: Matrix, tmp_path: Path) -> None
 def test_nothing_it_starts_outlives_the_episode(matrix: Matrix, tmp_path: Path) -> None:
     marker = f"agentenv-hostile-{uuid.uuid4().hex}"
     hostile(matrix, tmp_path, f"(setsid nohup bash -c 'exec -a {marker} sleep 600' >/dev/null 2>&1 &); echo left")
-    deadline = time.monotonic() + 5
-    while running(marker) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not running(marker)  # and the row's fixture finds no process with its mark
+    assert wait_until(lambda: not running(marker), 5)  # and the row's fixture finds no process with its mark

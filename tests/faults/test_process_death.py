@@ -11,15 +11,14 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import pytest
 from agentenv.client.session import Session
 from agentenv.client.settings import Shared
 
-from tests.conftest import FAKE, Ledger, alive, running
-from tests.faults.conftest import Matrix, left_after, marked, play, run
+from tests.support import FAKE, Ledger, alive, running, wait_until
+from tests.support.faults import Matrix, left_after, marked, play, run
 
 SESSIONS = 32
 
@@ -118,9 +117,7 @@ def test_a_killed_trainer_running_a_local_server_leaves_no_process_behind(
         if line.strip() == "ready":
             break
     # a sandboxed child shows in the host's /proc a moment after its program answers (seen in a fresh-clone run)
-    deadline = time.monotonic() + 10
-    while any(not running(c) for c in children) and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_until(lambda: all(running(c) for c in children), 10)
     gone = [c for c in children if not running(c)]
     if len(children) != 4 or gone:
         trainer.kill()

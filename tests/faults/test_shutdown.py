@@ -9,8 +9,8 @@ import time
 import pytest
 from agentenv.client.settings import Shared
 
-from tests.conftest import Ledger
-from tests.faults.conftest import Matrix, play, run
+from tests.support import Ledger
+from tests.support.faults import Matrix, play, run
 
 GRACE = 2.0
 # past the grace, `agentenv serve` exits whatever still runs (runner.WATCHDOG_SLACK); before this change a blocked

@@ -18,9 +18,9 @@ from hypothesis import strategies as st
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
-from tests.fuzz.conftest import FuzzServer, Report
 from tests.fuzz.strategies import frames, is_close, requests
-from tests.unit.server_helpers import ws_url
+from tests.support.fuzz import FuzzServer, Report
+from tests.support.wire import ws_url
 
 ANSWER_SECONDS = 60
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from tests.containers.support import BASE, docker
+from tests.support.containers import BASE, docker
 
 __all__ = ["BASE", "SUITE", "UNSUPPORTED", "left_by_this_process"]
 

@@ -17,9 +17,9 @@ from agentenv.engine.episode import Episode
 from agentenv.errors import BundleError
 from harbor.models.task.task import Task as HarborTask
 
-from tests.conftest import ServeProcess
-from tests.containers.support import wait_until_none
 from tests.harbor.support import SUITE, UNSUPPORTED, left_by_this_process
+from tests.support import ServeProcess
+from tests.support.containers import wait_until_none
 
 pytestmark = pytest.mark.usefixtures("images")
 

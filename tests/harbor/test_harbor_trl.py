@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import ServeProcess
-from tests.containers.support import wait_until_none
 from tests.harbor.support import SUITE
+from tests.support import ServeProcess
+from tests.support.containers import wait_until_none
 
 pytest.importorskip("torch", reason="TRL trains on the Python the CPU torch wheel is for (nox -s harbor runs it)")
 PYTHON = os.environ.get("AGENTENV_HARBOR_PYTHON")
@@ -35,9 +35,8 @@ _WORK = {
 def run(tmp_path_factory: pytest.TempPathFactory) -> Any:
     """Two GRPO steps of 2 prompts x 2 rollouts on the suite, served by a harbor-capable ``agentenv serve``."""
     from agentenv_trl import AgentEnv
-    from agentenv_trl.tiny import tiny_model, tiny_tokenizer, warm_start
 
-    from tests.trl.trl_support import Steps, script, trainer_for
+    from tests.support.trl import script, warm_and_train
 
     server = ServeProcess(SUITE)
     server.args[0] = str(PYTHON)  # the server's interpreter is the one with harbor
@@ -48,24 +47,18 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Any:
         conversations = [script(env, rows[task], [[("bash", {"command": command})]]) for task, command in _WORK.items()]
         scripted = list(env.results)
         env.results.clear()
-        tokenizer = tiny_tokenizer(conversations)
-        model = tiny_model(tokenizer, hidden_size=64, layers=2)
-        warm_start(model, tokenizer, conversations, steps=150, learning_rate=3e-3, batch_size=4)
-        recorder = Steps(env)
-        trainer = trainer_for(
+        trainer, steps = warm_and_train(
             env,
-            model,
-            tokenizer,
+            conversations,
             env.dataset,
             tmp_path_factory.mktemp("harbor"),
-            callbacks=[recorder],
+            warm_steps=150,
+            batch_size=4,
             max_completion_length=160,
         )
-        recorder.trainer = trainer
-        trainer.train()
     finally:
         server.terminate()
-    yield trainer, recorder.steps, scripted, wait_until_none(server.proc.pid)
+    yield trainer, steps, scripted, wait_until_none(server.proc.pid)
 
 
 def test_the_scripted_work_scores_1_through_the_server(run: Any) -> None:
@@ -85,7 +78,7 @@ def test_two_grpo_steps_ran_on_harbor_episodes_scored_by_their_tests(run: Any) -
 
 
 def test_the_rewards_trl_trains_on_are_the_tests_rewards(run: Any) -> None:
-    from tests.trl.trl_support import is_nan, logged
+    from tests.support.trl import is_nan, logged
 
     trainer, steps, _, _ = run
     for step, logged_mean in zip(steps, logged(trainer, "reward"), strict=True):

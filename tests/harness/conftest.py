@@ -8,10 +8,6 @@ from __future__ import annotations
 
 import pytest
 
-from tests.unit.harness_support import agent_bin
-
-__all__ = ["agent_bin"]  # fixtures
-
 
 def pytest_configure(config: pytest.Config) -> None:
     import torch

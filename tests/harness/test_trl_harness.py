@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 from agentenv_harness import AgentEnvSessionFactory, prompt_rows
 
-from tests.fixtures.standin_engine import _sampled_logprob
-from tests.unit.harness_support import HARNESS, Engine
+from tests.support.harness import HARNESS, Engine
+from tests.support.standin.vllm import _sampled_logprob
 
 TEMPERATURE = 0.8
 REWARDS = {"times": 1.0, "times-wrong": 0.0, "times-tool": 1.0}  # what each task's own verifiers give

@@ -23,8 +23,8 @@ from agentenv.client.sync import SyncSession
 from agentenv.errors import EpisodeLost
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.conftest import FAKE, Ledger, free_port
-from tests.ray.conftest import RUN_VAR, TOKEN, TOKEN_VAR, RayServer, processes_of, ray_token, wait_until
+from tests.support import FAKE, Ledger, free_port, wait_until
+from tests.support.ray import RUN_VAR, TOKEN, TOKEN_VAR, RayServer, processes_of, ray_token
 
 
 @pytest.fixture
@@ -56,7 +56,9 @@ def cluster(tmp_path):
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
-        wait_until(lambda: not processes_of(marker, session), 30, "the cluster's processes are gone")
+        assert wait_until(lambda: not processes_of(marker, session), 30, interval=0.2), (
+            "the cluster's processes are gone"
+        )
         shutil.rmtree(ray_dir, ignore_errors=True)
 
 
@@ -98,7 +100,8 @@ def test_a_bundle_shipped_to_a_cluster_has_its_replicas_metrics_merged_and_its_d
         session.start("proc-echo")
         assert session.call("echo", {"text": "shipped"}).text == "shipped"
         # the replicas' metrics, merged as Ray Serve's are: the node's metrics agent exports each replica's series
-        started = wait_until(lambda: _started_by_replica(metrics, EPISODES + 1), 120, "the node exports the episodes")
+        started = wait_until(lambda: _started_by_replica(metrics, EPISODES + 1), 120, interval=0.2)
+        assert started, "the node exports the episodes"
         assert len(started) == 2 and sum(started.values()) == EPISODES + 1, started
         assert ledger.count("teardown") == EPISODES
 

@@ -10,7 +10,7 @@ import pytest
 from agentenv.errors import AgentEnvError
 from agentenv_server.ray import HEADROOM, INSTALL, check_ray, deployment_options, supported
 
-from tests.conftest import FAKE, ROOT
+from tests.support import FAKE, ROOT
 from tools.matrix import MATRIX
 
 

@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 from agentenv.client.session import Session, Shared
 
-from tests.conftest import Ledger
-from tests.ray.conftest import RUN_VAR, TOKEN, TOKEN_VAR, RayServer, parent_of
+from tests.support import Ledger
+from tests.support.ray import RUN_VAR, TOKEN, TOKEN_VAR, RayServer, parent_of
 
 MOST = 8  # rollouts held open at most, to have one on each node
 

@@ -18,9 +18,9 @@ from agentenv.client.sync import SyncSession
 from agentenv.errors import AtCapacity, EpisodeLost
 from websockets.exceptions import InvalidStatus
 
-from tests.conftest import alive, running
-from tests.ray.conftest import PER_REPLICA, TOKEN, TOKEN_VAR, RayServer, parent_of, starter_of, wait_until
-from tests.unit.server_helpers import open_ws
+from tests.support import alive, running, wait_until
+from tests.support.ray import PER_REPLICA, TOKEN, TOKEN_VAR, RayServer, parent_of, starter_of
+from tests.support.wire import open_ws
 
 EPISODES = 64
 AT_ONCE = 16  # sessions open at once, each playing EPISODES / AT_ONCE episodes in turn
@@ -143,9 +143,13 @@ def test_a_killed_replica_fails_its_episodes_which_replay_and_score_and_no_env_p
             assert record.attempts == 1 and record.failures == [], record
     # the dead replica's reaper killed the env programs it left, and their children
     gone = {pid for replica, program, child in placed.values() if replica == victim for pid in (program, child)}
-    wait_until(lambda: not any(alive(pid) for pid in gone), 30, "the dead replica's env processes are gone")
+    assert wait_until(lambda: not any(alive(pid) for pid in gone), 30, interval=0.2), (
+        "the dead replica's env processes are gone"
+    )
     # Serve replaced the replica: two replicas answer again
-    wait_until(lambda: len(ray_server.replicas_answering()) == 2, 120, "Serve started a replacement replica")
+    assert wait_until(lambda: len(ray_server.replicas_answering()) == 2, 120, interval=0.2), (
+        "Serve started a replacement replica"
+    )
 
 
 def test_sigterm_closes_every_session_tears_down_every_episode_and_leaves_no_process(ray_server):
@@ -171,7 +175,7 @@ def test_sigterm_closes_every_session_tears_down_every_episode_and_leaves_no_pro
     for session in sessions:
         with pytest.raises(EpisodeLost):
             session.call("echo", {"text": "gone?"})
-    wait_until(lambda: not ray_server.leftovers(), 30, "no process of this run is left")
+    assert wait_until(lambda: not ray_server.leftovers(), 30, interval=0.2), "no process of this run is left"
     assert TOKEN not in stderr
     for path in ray_server.ray_dir.rglob("*"):
         if path.is_file() and not path.is_symlink():

@@ -19,7 +19,8 @@ import pytest
 from agentenv_trl import AgentEnv
 from agentenv_trl.tiny import tiny_tokenizer
 from datasets import Dataset
-from trl_support import FAKE, play_echo
+
+from tests.support.trl import FAKE, play_echo
 
 # What the stand-in model says, by task (its first prompt) and by how many tool answers it has seen.
 SCRIPT = {

@@ -15,7 +15,8 @@ from agentenv.cli import main
 from agentenv.evaluate import Summary
 from agentenv_trl.demo import DemoConfig
 from agentenv_trl.demo_report import STEP_COLUMNS
-from trl_support import ARITH
+
+from tests.support.trl import ARITH
 
 
 @pytest.fixture(scope="module")

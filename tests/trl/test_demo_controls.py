@@ -12,7 +12,8 @@ from agentenv_trl import AgentEnv
 from agentenv_trl.controls import controlled_reward, replaced_rewards
 from agentenv_trl.demo import DemoConfig, run_demo
 from agentenv_trl.tiny import tiny_model, tiny_tokenizer
-from trl_support import ARITH, trainer_for
+
+from tests.support.trl import ARITH, trainer_for
 
 
 def test_shuffled_rewards_are_a_permutation_within_each_group_and_failures_stay_put():

@@ -7,7 +7,8 @@ import io
 import pytest
 from agentenv import load_bundle
 from agentenv_trl.demo import DemoConfig, eval_batch_size, run_demo
-from trl_support import ARITH
+
+from tests.support.trl import ARITH
 
 
 @pytest.mark.parametrize(

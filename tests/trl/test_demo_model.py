@@ -9,7 +9,8 @@ import json
 from agentenv import load_bundle
 from agentenv.cli import main
 from agentenv_trl import tiny
-from trl_support import ARITH
+
+from tests.support.trl import ARITH
 
 
 def test_a_local_model_folder_is_loaded_trained_and_evaluated_with_no_warm_start(tmp_path):

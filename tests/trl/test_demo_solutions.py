@@ -5,7 +5,8 @@ from __future__ import annotations
 from agentenv import load_bundle
 from agentenv_trl import AgentEnv
 from agentenv_trl.solutions import reference_conversations
-from trl_support import ARITH
+
+from tests.support.trl import ARITH
 
 
 def test_reference_solutions_call_the_calculator_answer_with_end_turn_and_score_one():

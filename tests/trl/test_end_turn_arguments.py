@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 from agentenv_trl import AgentEnv
-from agentenv_trl.tiny import tiny_model, tiny_tokenizer, warm_start
 from datasets import Dataset
-from trl_support import FAKE, Steps, logged, script, tool_calls, trainer_for
+
+from tests.support.trl import FAKE, logged, script, tool_calls, warm_and_train
 
 # the model adds an argument end_turn does not take, reads the answer, then ends both turns as it should
 SCRIPT = [
@@ -24,24 +24,18 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Any:
         row = next(r for r in env.dataset if r["task_id"] == "two-turn")
         conversation = script(env, row, SCRIPT)
         env.results.clear()
-        tokenizer = tiny_tokenizer([conversation])
-        model = tiny_model(tokenizer, hidden_size=64, layers=2)
-        warm_start(model, tokenizer, [conversation], steps=200, learning_rate=3e-3, batch_size=4)
-        recorder = Steps(env)
-        trainer = trainer_for(
+        trainer, steps = warm_and_train(
             env,
-            model,
-            tokenizer,
+            [conversation],
             Dataset.from_list([row, row]),
             tmp_path_factory.mktemp("end-turn"),
-            callbacks=[recorder],
+            warm_steps=200,
+            batch_size=4,
             per_device_train_batch_size=2,
             max_steps=1,
             max_completion_length=160,
         )
-        recorder.trainer = trainer
-        trainer.train()
-        yield conversation, trainer, recorder.steps
+        yield conversation, trainer, steps
 
 
 def test_the_script_is_answered_with_the_schema_error_as_text(run: Any) -> None:

@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 from agentenv.errors import ServerUnavailable, UnknownSplit
 from agentenv_trl import AgentEnv, EpisodeLost
-from trl_support import FAKE, INBOX
+
+from tests.support.trl import FAKE, INBOX
 
 
 def row_of(env: AgentEnv, task_id: str, split: str = "train") -> dict[str, Any]:

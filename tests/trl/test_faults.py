@@ -12,7 +12,7 @@ import pytest
 from agentenv.faults import rule
 from agentenv_trl import AgentEnv, EpisodeLost
 
-from tests.fault_scenarios import SCENARIOS, scenario_server
+from tests.support.fault_scenarios import SCENARIOS, scenario_server
 
 
 @pytest.mark.parametrize("kind", sorted(SCENARIOS))

@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 from agentenv import record
 from agentenv_trl import AgentEnv
-from agentenv_trl.tiny import tiny_model, tiny_tokenizer, warm_start
 from datasets import Dataset
-from trl_support import FAKE, Steps, is_nan, logged, script, tool_calls, trainer_for
+
+from tests.support.trl import FAKE, is_nan, logged, script, tool_calls, warm_and_train
 
 SCRIPTS = {
     "echo": [[("echo", {"text": "ping"}), ("end_turn", {"reply": "ping"})]],
@@ -42,24 +42,18 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Any:
         env.results.clear()
         # the warm-up's episodes may end later (when their instance is reset or closed): the run's are those after
         after = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
-        tokenizer = tiny_tokenizer(conversations)
-        model = tiny_model(tokenizer, hidden_size=64, layers=2)
-        warm_start(model, tokenizer, conversations, steps=200, learning_rate=3e-3, batch_size=4)
-        recorder = Steps(env)
-        trainer = trainer_for(
+        trainer, steps = warm_and_train(
             env,
-            model,
-            tokenizer,
+            conversations,
             Dataset.from_list(list(rows.values())),
             tmp_path_factory.mktemp("fake"),
-            callbacks=[recorder],
+            warm_steps=200,
+            batch_size=4,
         )
-        recorder.trainer = trainer
-        trainer.train()
     # closed: every episode is torn down (a rollout's episode ends when its instance is reset or closed) and the
     # server's recorder has written what it had
     env.played_records = [r for r in record.read(records) if r["started"] > after]  # the run's, not the warm-up's
-    yield env, trainer, recorder.steps
+    yield env, trainer, steps
 
 
 def rollouts(steps: list[dict[str, Any]]) -> list[dict[str, Any]]:

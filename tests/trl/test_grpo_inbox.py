@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 from agentenv import load_bundle
 from agentenv_trl import AgentEnv
-from agentenv_trl.tiny import tiny_model, tiny_tokenizer, warm_start
-from trl_support import INBOX, Steps, is_nan, logged, script, trainer_for
+from agentenv_trl.tiny import tiny_model, tiny_tokenizer
+
+from tests.support.trl import INBOX, is_nan, logged, script, trainer_for, warm_and_train
 
 SECOND_PROMPTS = {
     t.turns[1].prompt for t in load_bundle(INBOX).tasks if len(t.turns) > 1
@@ -32,23 +33,17 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Any:
             for t in load_bundle(INBOX).split("train")
         ]
         env.results.clear()
-        tokenizer = tiny_tokenizer(conversations)
-        model = tiny_model(tokenizer, hidden_size=64, layers=2)
-        warm_start(model, tokenizer, conversations, steps=150, learning_rate=3e-3, batch_size=6)
-        recorder = Steps(env)
-        trainer = trainer_for(
+        trainer, steps = warm_and_train(
             env,
-            model,
-            tokenizer,
+            conversations,
             env.dataset,
             tmp_path_factory.mktemp("inbox"),
-            callbacks=[recorder],
+            warm_steps=150,
+            batch_size=6,
             max_completion_length=160,
             max_tool_calling_iterations=6,
         )
-        recorder.trainer = trainer
-        trainer.train()
-        yield env, trainer, recorder.steps
+        yield env, trainer, steps
 
 
 def test_two_training_steps_ran(run: Any) -> None:

@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 from agentenv_trl import AgentEnv
-from trl_support import FAKE
+
+from tests.support.trl import FAKE
 
 TRAINER = r"""
 import sys, time

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from agentenv_trl import AgentEnv
 
-from tests.installed_site import Site
+from tests.support.installed_site import Site
 
 
 def test_agentenv_local_serves_an_installed_bundle_by_its_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):

@@ -19,7 +19,8 @@ import httpx
 import pytest
 from agentenv_trl.solutions import tool_methods
 from agentenv_trl.tiny import tiny_model, tiny_tokenizer, warm_start
-from trl_support import FAKE, answer, say
+
+from tests.support.trl import FAKE, answer, say
 
 TOKEN = "tok-ors-trl-51d0"
 TASKS = ("echo", "deploy-fails")

@@ -13,7 +13,8 @@ from agentenv.errors import AgentEnvError
 from agentenv_trl import AgentEnv
 from agentenv_trl.demo import tool_methods
 from transformers.utils import get_json_schema
-from trl_support import ARITH, FAKE, INBOX
+
+from tests.support.trl import ARITH, FAKE, INBOX
 
 # The keywords get_json_schema can write; an argument using only these is expressible.
 EXPRESSIBLE = {"type", "enum", "items", "anyOf", "oneOf", "description"}

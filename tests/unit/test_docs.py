@@ -15,7 +15,7 @@ from agentenv import specs
 from agentenv.plugins import Plugins, plugins
 from pydantic import BaseModel
 
-from tests.conftest import ROOT
+from tests.support import ROOT
 from tools import docgen, linkcheck, site
 
 SPEC_MODELS = [getattr(specs, name) for name in specs.__all__ if isinstance(getattr(specs, name), type)]

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import INBOX, ROOT, ServeProcess
+from tests.support import INBOX, ROOT, ServeProcess
 
 FILES = [ROOT / "README.md", *sorted((ROOT / "packages").glob("*/README.md")), *sorted((ROOT / "docs").rglob("*.md"))]
 NOT_RUN = re.compile(r"^<!-- not run: (.+\S) -->$")

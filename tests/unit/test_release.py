@@ -14,7 +14,7 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.version import Version
 
-from tests.conftest import ROOT
+from tests.support import ROOT
 from tools.matrix import MATRIX
 from tools.release import IMPORT_NAMES, tag, version_of
 from tools.site import PACKAGES, urls

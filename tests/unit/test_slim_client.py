@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
-from tests.conftest import INBOX
-from tests.unit.once import shared_folder
+from tests.support import INBOX
+from tests.support.once import shared_folder
 from tests.unit.test_wheels import Installed, _check, _wheel, built_wheels, venv_with
 
 pytestmark = pytest.mark.slow

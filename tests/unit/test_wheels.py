@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT
-from tests.unit.once import once_per_run, shared_folder
+from tests.support import ROOT
+from tests.support.once import once_per_run, shared_folder
 
 pytestmark = pytest.mark.slow
 

@@ -16,7 +16,8 @@ import pytest
 from agentenv_server import ServerThread, build_app
 from agentenv_verl import Written, write
 from transformers import PreTrainedTokenizerFast
-from verl_support import FAKE, INBOX, build_tokenizer, dataset_rows, save_model_dir
+
+from tests.support.verl import FAKE, INBOX, build_tokenizer, dataset_rows, save_model_dir
 
 Rows = dict[str, dict[str, Any]]
 

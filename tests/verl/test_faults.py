@@ -13,9 +13,9 @@ import math
 import pytest
 from agentenv.faults import rule
 from agentenv_verl import RolloutFailed
-from verl_support import ScriptedServer, make_loop, tool_call, verl_config
 
-from tests.fault_scenarios import SCENARIOS, scenario_server
+from tests.support.fault_scenarios import SCENARIOS, scenario_server
+from tests.support.verl import ScriptedServer, make_loop, tool_call, verl_config
 
 
 @pytest.mark.parametrize("kind", sorted(SCENARIOS))

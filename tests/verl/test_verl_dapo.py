@@ -12,7 +12,8 @@ from agentenv.cli import main as agentenv_main
 from agentenv_verl import write_dapo
 from hydra import compose, initialize_config_dir
 from verl.trainer.ppo.reward import get_custom_reward_fn, load_reward_manager
-from verl_support import VERDICTS, ScriptedServer, generate, prompts, replies
+
+from tests.support.verl import VERDICTS, ScriptedServer, generate, prompts, replies
 
 with warnings.catch_warnings():  # verl's trainer imports every training engine; those not installed warn
     warnings.filterwarnings("ignore", message=r".* engine is not available", category=UserWarning)

@@ -14,7 +14,8 @@ from agentenv_verl.loop import AgentEnvAgentLoop
 from verl.experimental.agent_loop.agent_loop import AgentLoopWorker
 from verl.protocol import DataProto
 from verl.utils.dataset.rl_dataset import RLHFDataset, collate_fn
-from verl_support import ScriptedServer, make_loop, tool_call, trainer_config, verl_config
+
+from tests.support.verl import ScriptedServer, make_loop, tool_call, trainer_config, verl_config
 
 SAMPLING = {"temperature": 1.0}
 

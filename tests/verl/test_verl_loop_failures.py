@@ -11,7 +11,8 @@ import time
 import pytest
 from agentenv.errors import Unauthorized
 from agentenv_verl import RolloutFailed
-from verl_support import FAKE, ScriptedServer, make_loop, tool_call
+
+from tests.support.verl import FAKE, ScriptedServer, make_loop, tool_call
 
 SAMPLING = {"temperature": 1.0}
 

@@ -8,7 +8,8 @@ import textwrap
 
 from agentenv_server import ServerThread, build_app
 from agentenv_verl import write
-from verl_support import INBOX, ScriptedServer, dataset_rows, make_loop, tool_call, verl_config, xml_call
+
+from tests.support.verl import INBOX, ScriptedServer, dataset_rows, make_loop, tool_call, verl_config, xml_call
 
 SAMPLING = {"temperature": 1.0, "top_p": 1.0, "top_k": -1, "logprobs": True}
 KEYS = {"score/answer-1", "score/answer-2", "attempts", "model_seconds", "env_seconds"}

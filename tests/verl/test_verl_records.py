@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 
 from agentenv import record
-from verl_support import FAKE, ScriptedServer, make_loop, tool_call
+
+from tests.support.verl import FAKE, ScriptedServer, make_loop, tool_call
 
 SAMPLING = {"temperature": 1.0}
 

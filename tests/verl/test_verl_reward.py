@@ -12,16 +12,16 @@ from agentenv_verl import NoVerdictError, RewardConfigError, RolloutFailed
 from agentenv_verl.keptout import COUNTER, KeptOut
 from agentenv_verl.reward import KEYS, compute_score, make_compute_score, make_reward_fn
 from verl.trainer.ppo.reward import get_custom_reward_fn
-from verl_support import ARITH, FAKE, ScriptedServer, make_loop, tool_call, trainer_config
 
-from tests.conftest import ServeProcess
+from tests.support import ServeProcess
+from tests.support.verl import ARITH, FAKE, ScriptedServer, make_loop, tool_call, trainer_config
 
 FAST = {"reset_timeout": 3, "attempts": 1}  # a failure is given up at once: these tests are about the verdict
 
 
 @pytest.fixture
-def fake(serve):
-    """The fake bundle, its deploys and verifiers under a 1 s deadline."""
+def reward_server(serve):
+    """The fake bundle served for the reward function, its deploys and verifiers under a 1 s deadline."""
     return serve(FAKE, reset_timeout=1)
 
 
@@ -29,9 +29,9 @@ def score(url: str, task: str, response: str, **options) -> dict[str, float]:
     return compute_score("agentenv/fake", response, "", {"task_id": task}, url=url, **{**FAST, **options})
 
 
-def test_a_response_is_scored_by_its_tasks_verifiers_in_verls_dict_form(fake):
-    right = score(fake.url, "bash", "hi")  # the bash task's verifier: the reply contains 'hi'
-    wrong = score(fake.url, "echo", "ping")  # echo's verifier wants an echo call first: a single turn has none
+def test_a_response_is_scored_by_its_tasks_verifiers_in_verls_dict_form(reward_server):
+    right = score(reward_server.url, "bash", "hi")  # the bash task's verifier: the reply contains 'hi'
+    wrong = score(reward_server.url, "echo", "ping")  # echo's verifier wants an echo call first: a single turn has none
 
     assert right == {"score": 1.0, "passed": 1.0, "error": 0.0, "acc": 1.0}
     assert wrong == {"score": 0.0, "passed": 0.0, "error": 0.0, "acc": 0.0}
@@ -56,17 +56,17 @@ def test_end_of_turn_tokens_are_dropped_before_the_reply_is_judged(serve):
         ("deploy-hangs", "deadline"),
     ],
 )
-def test_a_response_without_a_verdict_raises_no_verdict_error(fake, task, kind):
+def test_a_response_without_a_verdict_raises_no_verdict_error(reward_server, task, kind):
     with pytest.raises(NoVerdictError) as raised:
-        score(fake.url, task, "anything")
+        score(reward_server.url, task, "anything")
 
     assert raised.value.kind == kind
     assert (raised.value.task_id, raised.value.data_source) == (task, "agentenv/fake")
 
 
-def test_the_no_verdict_message_says_what_each_trainer_does_next(fake):
+def test_the_no_verdict_message_says_what_each_trainer_does_next(reward_server):
     with pytest.raises(NoVerdictError) as raised:
-        score(fake.url, "deploy-fails", "x")
+        score(reward_server.url, "deploy-fails", "x")
 
     message = str(raised.value)
     assert "no verdict for task 'deploy-fails' of agentenv/fake" in message
@@ -90,18 +90,18 @@ def test_a_server_gone_is_no_verdict(tmp_path):
     assert raised.value.kind == "unreachable"
 
 
-def test_a_multi_turn_task_is_refused_pointing_to_the_agent_loop(fake):
+def test_a_multi_turn_task_is_refused_pointing_to_the_agent_loop(reward_server):
     with pytest.raises(RewardConfigError, match=r"task 'two-turn' of agentenv/fake has 2 turns") as refused:
-        score(fake.url, "two-turn", "hello")
+        score(reward_server.url, "two-turn", "hello")
 
     assert "AgentEnvAgentLoop" in str(refused.value)
 
 
-def test_verl_loads_it_from_the_package_and_one_run_mixes_bundles_and_servers(fake, serve):
+def test_verl_loads_it_from_the_package_and_one_run_mixes_bundles_and_servers(reward_server, serve):
     arith = serve(ARITH)
     config = trainer_config(
         "reward.custom_reward_function.path=pkg://agentenv_verl.reward",
-        f"+reward.custom_reward_function.reward_kwargs.servers={{agentenv/fake:'{fake.url}',"
+        f"+reward.custom_reward_function.reward_kwargs.servers={{agentenv/fake:'{reward_server.url}',"
         f"agentenv/arith:'{arith.url}'}}",
         "+reward.custom_reward_function.reward_kwargs.attempts=1",
     )
@@ -121,10 +121,10 @@ def test_verl_loads_it_from_the_package_and_one_run_mixes_bundles_and_servers(fa
     assert [s["score"] for s in scored] == [1.0, 1.0, 0.0]
 
 
-def test_reward_kwargs_override_what_the_call_passes(fake):
+def test_reward_kwargs_override_what_the_call_passes(reward_server):
     config = trainer_config(
         "reward.custom_reward_function.path=pkg://agentenv_verl.reward",
-        f"+reward.custom_reward_function.reward_kwargs.url={fake.url}",
+        f"+reward.custom_reward_function.reward_kwargs.url={reward_server.url}",
     )
     reward_fn = get_custom_reward_fn(config)
 
@@ -134,27 +134,27 @@ def test_reward_kwargs_override_what_the_call_passes(fake):
     assert scored["score"] == 1.0
 
 
-def test_a_data_source_without_a_server_is_refused_naming_the_setting(fake):
+def test_a_data_source_without_a_server_is_refused_naming_the_setting(reward_server):
     with pytest.raises(RewardConfigError, match=r"no agentenv server for data_source 'agentenv/other'"):
-        compute_score("agentenv/other", "x", "", {"task_id": "bash"}, servers={"agentenv/fake": fake.url})
+        compute_score("agentenv/other", "x", "", {"task_id": "bash"}, servers={"agentenv/fake": reward_server.url})
     with pytest.raises(RewardConfigError, match=r"is not the bundle .* serves \(agentenv/fake\)"):
-        compute_score("agentenv/arith", "x", "", {"task_id": "bash"}, url=fake.url)
+        compute_score("agentenv/arith", "x", "", {"task_id": "bash"}, url=reward_server.url)
     with pytest.raises(RewardConfigError, match=r"reward_kwargs.servers .* or reward_kwargs.url"):
         compute_score("agentenv/fake", "x", "", {"task_id": "bash"})
     with pytest.raises(RewardConfigError, match=r"has no extra_info.task_id"):
-        compute_score("agentenv/fake", "x", "", {"index": 0}, url=fake.url)
+        compute_score("agentenv/fake", "x", "", {"index": 0}, url=reward_server.url)
 
 
-def test_make_compute_score_binds_a_server_for_a_module_of_your_own(fake):
-    bound = make_compute_score(url=fake.url, attempts=1)
+def test_make_compute_score_binds_a_server_for_a_module_of_your_own(reward_server):
+    bound = make_compute_score(url=reward_server.url, attempts=1)
 
     assert bound("agentenv/fake", "hi", "", {"task_id": "bash"})["score"] == 1.0
     with pytest.raises(NoVerdictError):
         bound(data_source="agentenv/fake", solution_str="x", ground_truth="", extra_info={"task_id": "no-verdict"})
 
 
-def test_make_reward_fn_scores_a_batch_with_none_for_a_sample_without_a_verdict(fake):
-    reward_fn = make_reward_fn(url=fake.url, attempts=1, reset_timeout=3)
+def test_make_reward_fn_scores_a_batch_with_none_for_a_sample_without_a_verdict(reward_server):
+    reward_fn = make_reward_fn(url=reward_server.url, attempts=1, reset_timeout=3)
 
     scored = reward_fn(
         data_sources=["agentenv/fake"] * 3,
@@ -166,23 +166,23 @@ def test_make_reward_fn_scores_a_batch_with_none_for_a_sample_without_a_verdict(
     assert [s and s["score"] for s in scored] == [1.0, None, 0.0]
 
 
-def test_every_judged_sample_is_counted_in_the_process_count(fake):
+def test_every_judged_sample_is_counted_in_the_process_count(reward_server):
     before = (COUNTER.total_samples, COUNTER.total_kept)
-    score(fake.url, "bash", "hi")
+    score(reward_server.url, "bash", "hi")
     with pytest.raises(NoVerdictError):
-        score(fake.url, "no-verdict", "x")
+        score(reward_server.url, "no-verdict", "x")
     with pytest.raises(RewardConfigError):
-        score(fake.url, "two-turn", "x")  # a configuration error is not a judged sample
+        score(reward_server.url, "two-turn", "x")  # a configuration error is not a judged sample
 
     assert (COUNTER.total_samples - before[0], COUNTER.total_kept - before[1]) == (2, 1)
 
 
-async def test_agentenv_agent_loop_counts_in_the_same_process_count(fake, tokenizer, fake_rows):
+async def test_agentenv_agent_loop_counts_in_the_same_process_count(reward_server, tokenizer, fake_rows):
     before = (COUNTER.total_samples, COUNTER.total_kept)
     model = ScriptedServer(tokenizer, [tool_call("echo", text="x"), "x<|im_end|>"])
 
     with pytest.raises(RolloutFailed):
-        await make_loop(tokenizer, model, fake.url, attempts=1).run({}, **fake_rows["deploy-fails"])
+        await make_loop(tokenizer, model, reward_server.url, attempts=1).run({}, **fake_rows["deploy-fails"])
 
     assert (COUNTER.total_samples - before[0], COUNTER.total_kept - before[1]) == (1, 1)
 

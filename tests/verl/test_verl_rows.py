@@ -11,7 +11,8 @@ from agentenv_verl.reward import compute_score
 from agentenv_verl.rows import single_turn_schema
 from omegaconf import OmegaConf
 from verl.utils.dataset.rl_dataset import RLHFDataset, collate_fn
-from verl_support import ARITH, FAKE
+
+from tests.support.verl import ARITH, FAKE
 
 
 def test_verl_rows_are_the_single_turn_tasks_with_verls_standard_fields(serve):

@@ -16,7 +16,8 @@ import pytest
 import torch
 from agentenv_verl import NoVerdictError, Written, write
 from agentenv_verl.reward import KEYS
-from verl_support import VERDICTS, ScriptedServer, generate, prompts, replies, trainer_config
+
+from tests.support.verl import VERDICTS, ScriptedServer, generate, prompts, replies, trainer_config
 
 with warnings.catch_warnings():  # verl's trainer imports every training engine; those not installed warn
     warnings.filterwarnings("ignore", message=r".* engine is not available", category=UserWarning)

@@ -36,7 +36,8 @@ from transfer_queue import interface
 from transfer_queue.controller import TransferQueueController
 from transfer_queue.sampler import SequentialSampler
 from transfer_queue.storage.simple_storage import SimpleStorageUnit
-from verl_support import VERDICTS, RewardHandle, ScriptedServer, token_output, tool_call, trainer_config
+
+from tests.support.verl import VERDICTS, RewardHandle, ScriptedServer, token_output, tool_call, trainer_config
 
 with warnings.catch_warnings():  # the trainer imports every training engine; those not installed warn
     warnings.filterwarnings("ignore", message=r".* engine is not available", category=UserWarning)

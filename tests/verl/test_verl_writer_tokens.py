@@ -7,7 +7,8 @@ import json
 
 from agentenv_verl import write
 from agentenv_verl.cli import main
-from verl_support import ScriptedServer, dataset_rows, make_loop, trainer_config, verl_config
+
+from tests.support.verl import ScriptedServer, dataset_rows, make_loop, trainer_config, verl_config
 
 NO_THINKING = {"enable_thinking": False}
 

@@ -21,7 +21,7 @@ def records(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A records folder a real server wrote: scored, hostile, replayed-and-failed and two-turn rollouts."""
     from agentenv_server import ServerThread, build_app
 
-    from tests.conftest import FAKE
+    from tests.support import FAKE
 
     folder = tmp_path_factory.mktemp("viewer") / "records"
     server = ServerThread(build_app(FAKE, record=folder)).start()
