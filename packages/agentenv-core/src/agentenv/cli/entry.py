@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 __all__ = ["ELSEWHERE", "build_parser", "main"]
 
 # The commands other agentenv wheels add, so that one whose wheel is not installed is named with the wheel
-# (tests/unit/test_cli.py checks each is the command that wheel registers).
+# (tests/unit/core/test_cli.py checks each is the command that wheel registers).
 ELSEWHERE: Final[Mapping[str, str]] = {
     "serve": "agentenv-server",
     "view": "agentenv-server",

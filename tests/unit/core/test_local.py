@@ -15,7 +15,7 @@ from agentenv.client import Session, Shared, read_tasks
 from agentenv.errors import AgentEnvError, EpisodeFailed, ToolDeadline, UnknownSplit
 from agentenv.local import Here, played_here
 
-from tests.conftest import FAKE
+from tests.support.paths import FAKE
 
 
 async def play_echo(shared: Shared, text: str = "ping") -> tuple[Any, Any, Any]:
