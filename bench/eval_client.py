@@ -135,7 +135,11 @@ async def _measure(url: str, levels: list[int], rounds: int, repeat: int, pool: 
                 await _wave(send, 4, 5)
             for _ in range(repeat):
                 for name, (send, _) in made.items():  # interleaved: each sees the same machine load
+                    began = time.perf_counter()
                     latencies, cpu = await _wave(send, n, rounds)
+                    wall = time.perf_counter() - began
+                    print(f"  {n} in flight, {name}: {cpu / len(latencies) * 1e6:.0f}us CPU/req, wave {wall:.1f}s",
+                          file=sys.stderr, flush=True)  # fmt: skip
                     row = found[n][name]
                     row[0] += latencies
                     row[1] += cpu
