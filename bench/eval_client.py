@@ -1,15 +1,16 @@
-"""agentenv eval's model-endpoint client at 1 to 4,000 requests in flight, against bare httpx side by side.
+"""agentenv eval's model-endpoint client at 1 to 4,000 requests in flight, against the candidate clients side by side.
 
-``agentenv eval`` talks to the model through ``agentenv.evaluate.chat.ChatClient`` (httpx's AsyncClient with retries,
-status mapping and the completion's parsing). NeMo Gym saw httpx's pool degrade with thousands of requests queued;
-this measures whether ours does: at each concurrency N, N coroutines each send ``--rounds`` chat completions to a
-stand-in engine (a minimal ASGI app under uvicorn, in a process of its own, answering at once), first through
-``ChatClient`` then through a bare ``httpx.AsyncClient`` (no pool limit, the same body), alternating, ``--repeat``
-times. Reported per contender: the client process's CPU per request (what the client costs, whatever the engine's
-speed) and the median and p99 latency, and the ratio of ChatClient to bare httpx. A CPU per request that grows
-with N is the super-linear degradation to look for.
+``agentenv eval`` talks to the model through ``agentenv.evaluate.chat.ChatClient`` (aiohttp, with retries, status
+mapping and the completion's parsing). NeMo Gym saw httpx's pool degrade with thousands of requests queued; this
+measures each candidate: at each concurrency N, N coroutines each send ``--rounds`` chat completions to a stand-in
+engine (a minimal ASGI app under uvicorn, in a process of its own, answering at once), through ``httpx unbounded``
+(httpx as ChatClient had it: no pool limit, 64 idle connections kept), ``httpx pool`` and ``aiohttp pool`` (pools of
+N connections, at most ``--pool``, no timeout on the wait for one) and ``ChatClient``, in turn, ``--repeat`` times;
+each level gets new clients. Reported per contender: the client process's CPU per request (what the client costs,
+whatever the engine's speed), the median and p99 latency, and both as ratios to the first contender. A CPU per
+request that grows with N is the super-linear degradation to look for.
 
-    python bench/eval_client.py [--levels 1 100 1000 4000] [--rounds 4] [--repeat 2]
+    python bench/eval_client.py [--levels 1 100 1000 4000] [--rounds 3] [--repeat 2] [--only NAME...]
 """
 
 from __future__ import annotations
