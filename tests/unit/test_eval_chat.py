@@ -134,7 +134,8 @@ def test_a_remote_endpoint_goes_through_the_environment_s_proxy_and_a_loopback_o
 
     async def play() -> tuple[bytes, bytes]:
         async with Server(handler) as proxy, Server(handler) as direct:
-            monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{proxy.port}")
+            for name in ("HTTP_PROXY", "http_proxy"):  # the lower-case one wins where both are set
+                monkeypatch.setenv(name, f"http://127.0.0.1:{proxy.port}")
             monkeypatch.delenv("NO_PROXY", raising=False)
             monkeypatch.delenv("no_proxy", raising=False)
             assert await complete("http://model.example:8000/v1") == "42"  # resolved by the proxy only
