@@ -1,15 +1,16 @@
-"""agentenv eval's model-endpoint client at 1 to 4,000 requests in flight, against bare httpx side by side.
+"""agentenv eval's model-endpoint client at 1 to 4,000 requests in flight, against the candidate clients side by side.
 
-``agentenv eval`` talks to the model through ``agentenv.evaluate.chat.ChatClient`` (httpx's AsyncClient with retries,
-status mapping and the completion's parsing). NeMo Gym saw httpx's pool degrade with thousands of requests queued;
-this measures whether ours does: at each concurrency N, N coroutines each send ``--rounds`` chat completions to a
-stand-in engine (a minimal ASGI app under uvicorn, in a process of its own, answering at once), first through
-``ChatClient`` then through a bare ``httpx.AsyncClient`` (no pool limit, the same body), alternating, ``--repeat``
-times. Reported per contender: the client process's CPU per request (what the client costs, whatever the engine's
-speed) and the median and p99 latency, and the ratio of ChatClient to bare httpx. A CPU per request that grows
-with N is the super-linear degradation to look for.
+``agentenv eval`` talks to the model through ``agentenv.evaluate.chat.ChatClient`` (aiohttp, with retries, status
+mapping and the completion's parsing). NeMo Gym saw httpx's pool degrade with thousands of requests queued; this
+measures each candidate: at each concurrency N, N coroutines each send ``--rounds`` chat completions to a stand-in
+engine (a minimal ASGI app under uvicorn, in a process of its own, answering at once), through ``httpx unbounded``
+(httpx as ChatClient had it: no pool limit, 64 idle connections kept), ``httpx pool`` and ``aiohttp pool`` (pools of
+N connections, at most ``--pool``, no timeout on the wait for one) and ``ChatClient``, in turn, ``--repeat`` times;
+each level gets new clients. Reported per contender: the client process's CPU per request (what the client costs,
+whatever the engine's speed), the median and p99 latency, and both as ratios to the first contender. A CPU per
+request that grows with N is the super-linear degradation to look for.
 
-    python bench/eval_client.py [--levels 1 100 1000 4000] [--rounds 4] [--repeat 2]
+    python bench/eval_client.py [--levels 1 100 1000 4000] [--rounds 3] [--repeat 2] [--only NAME...]
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+POOL = 1024  # agentenv.evaluate.chat.POOL, the cap on the bounded pools
 MESSAGES = [{"role": "system", "content": "You answer briefly."}, {"role": "user", "content": "What is 6 times 7?"}]
 ENGINE = r"""
 import json, sys, uvicorn
@@ -81,41 +83,71 @@ async def _wave(send, n: int, rounds: int) -> tuple[list[float], float]:  # type
     return latencies, time.process_time() - cpu
 
 
-async def _contenders(url: str):  # type: ignore[no-untyped-def]
+def _contenders(url: str, n: int, pool: int, which: list[str]):  # type: ignore[no-untyped-def]
+    """Each candidate client for ``n`` in flight: a send (one completion, the answer parsed) and a close."""
+    import aiohttp
     import httpx
     from agentenv.evaluate.chat import ChatClient, Endpoint
 
-    ours = ChatClient(Endpoint(url, "stand-in", timeout=600.0))
-    bare = httpx.AsyncClient(base_url=url, timeout=600.0, limits=httpx.Limits(max_connections=None))
     body = {"model": "stand-in", "messages": MESSAGES, "temperature": 1.0}
+    size = min(n, pool)
+    made: dict[str, tuple] = {}
 
-    async def send_ours() -> None:
-        await ours.complete(MESSAGES, [])
+    def httpx_client(limits: httpx.Limits):  # type: ignore[no-untyped-def]
+        client = httpx.AsyncClient(base_url=url, timeout=httpx.Timeout(600.0, connect=30.0, pool=None), limits=limits)
 
-    async def send_bare() -> None:
-        answer = await bare.post("/chat/completions", json=body)
-        json.loads(answer.content)["choices"][0]["message"]
+        async def send() -> None:
+            answer = await client.post("/chat/completions", json=body)
+            json.loads(answer.content)["choices"][0]["message"]
 
-    return {"ChatClient": send_ours, "bare httpx": send_bare}, (ours.aclose, bare.aclose)
+        return send, client.aclose
+
+    if "httpx unbounded" in which:  # ChatClient's pool before this change
+        made["httpx unbounded"] = httpx_client(httpx.Limits(max_connections=None, max_keepalive_connections=64))
+    if "httpx pool" in which:
+        made["httpx pool"] = httpx_client(httpx.Limits(max_connections=size, max_keepalive_connections=size))
+    if "aiohttp pool" in which:
+        session = aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=size, limit_per_host=size),
+            timeout=aiohttp.ClientTimeout(total=None, sock_connect=30.0, sock_read=600.0),
+        )
+
+        async def send_aiohttp() -> None:
+            async with session.post(url + "/chat/completions", json=body) as answer:
+                json.loads(await answer.read())["choices"][0]["message"]
+
+        made["aiohttp pool"] = (send_aiohttp, session.close)
+    if "ChatClient" in which:
+        ours = ChatClient(Endpoint(url, "stand-in", timeout=600.0), connections=n)
+
+        async def send_ours() -> None:
+            await ours.complete(MESSAGES, [])
+
+        made["ChatClient"] = (send_ours, ours.aclose)
+    return made
 
 
-async def _measure(url: str, levels: list[int], rounds: int, repeat: int) -> dict[int, dict[str, list]]:
-    sends, closers = await _contenders(url)
-    found: dict[int, dict[str, list]] = {n: {name: [[], 0.0, 0] for name in sends} for n in levels}
-    try:
-        for send in sends.values():  # warmed up: the first requests pay for imports and a connection
-            await _wave(send, 4, 5)
-        for n in levels:
+async def _measure(url: str, levels: list[int], rounds: int, repeat: int, pool: int, which: list[str]):  # type: ignore[no-untyped-def]
+    found: dict[int, dict[str, list]] = {n: {name: [[], 0.0, 0] for name in which} for n in levels}
+    for n in levels:  # a pool sized for each level, as ChatClient's is for --concurrency
+        made = _contenders(url, n, pool, which)
+        try:
+            for send, _ in made.values():  # warmed up: the first requests pay for imports and a connection
+                await _wave(send, 4, 5)
             for _ in range(repeat):
-                for name, send in sends.items():
+                for name, (send, _) in made.items():  # interleaved: each sees the same machine load
+                    began = time.perf_counter()
                     latencies, cpu = await _wave(send, n, rounds)
+                    wall = time.perf_counter() - began
+                    print(f"  {n} in flight, {name}: {cpu / len(latencies) * 1e6:.0f}us CPU/req, wave {wall:.1f}s",
+                          file=sys.stderr, flush=True)  # fmt: skip
                     row = found[n][name]
                     row[0] += latencies
                     row[1] += cpu
                     row[2] += len(latencies)
-    finally:
-        for close in closers:
-            await close()
+        finally:
+            for _, close in made.values():
+                await close()
     return found
 
 
@@ -124,28 +156,34 @@ def _p(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
+CONTENDERS = ["httpx unbounded", "httpx pool", "aiohttp pool", "ChatClient"]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--levels", type=int, nargs="+", default=[1, 100, 1000, 4000])
-    parser.add_argument("--rounds", type=int, default=4, help="requests each coroutine sends in turn")
-    parser.add_argument("--repeat", type=int, default=2, help="alternations of the two contenders per level")
+    parser.add_argument("--rounds", type=int, default=3, help="requests each coroutine sends in turn")
+    parser.add_argument("--repeat", type=int, default=2, help="alternations of the contenders per level")
+    parser.add_argument("--pool", type=int, default=POOL, help=f"the bounded pools' size cap (default {POOL})")
+    parser.add_argument("--only", nargs="+", choices=CONTENDERS, default=CONTENDERS, help="the contenders to run")
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))
     _raise_nofile()
     proc, url = _engine()
     try:
-        found = asyncio.run(_measure(url, args.levels, args.rounds, args.repeat))
+        found = asyncio.run(_measure(url, args.levels, args.rounds, args.repeat, args.pool, args.only))
     finally:
         proc.terminate()
         proc.wait()
-    print(f"{'in flight':>9}  {'client':<11} {'CPU/req':>9} {'median':>9} {'p99':>9}   ratio CPU, median")
+    base = args.only[0]
+    print(f"{'in flight':>9}  {'client':<15} {'CPU/req':>9} {'median':>9} {'p99':>9}   CPU, median against {base}")
     for n, rows in found.items():
         stats = {}
         for name, (latencies, cpu, count) in rows.items():
             stats[name] = (cpu / count * 1e6, statistics.median(latencies) * 1e3, _p(latencies, 0.99) * 1e3)
-            print(f"{n:>9}  {name:<11} {stats[name][0]:>7.0f}us {stats[name][1]:>7.1f}ms {stats[name][2]:>7.1f}ms")
-        ours, bare = stats["ChatClient"], stats["bare httpx"]
-        print(f"{'':>9}  {'':<11} {'':>9} {'':>9} {'':>9}   {ours[0] / bare[0]:.2f}x, {ours[1] / bare[1]:.2f}x")
+            cpu_us, median, p99 = stats[name]
+            ratio = f"{cpu_us / stats[base][0]:.2f}x, {median / stats[base][1]:.2f}x"
+            print(f"{n:>9}  {name:<15} {cpu_us:>7.0f}us {median:>7.1f}ms {p99:>7.1f}ms   {ratio}")
     print(f"load average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     return 0
 

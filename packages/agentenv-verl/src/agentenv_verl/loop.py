@@ -95,7 +95,7 @@ class AgentEnvAgentLoop(ToolAgentLoop):
         self._task_id = ""
         self._rollout: Rollout | None = None
         self._agent_data: AgentData | None = None
-        self._open_reply: str | None = None
+        self._open_reply: list[int] | None = None  # the tokens of the model's last reply, while its turn is open
         self._calls = asyncio.Lock()
 
     # -- the rollout ------------------------------------------------------------------------------
@@ -137,7 +137,7 @@ class AgentEnvAgentLoop(ToolAgentLoop):
             if rollout.lost is not None:
                 raise rollout.lost
             if self._open_reply is not None and session.result is None:
-                await rollout.end_turn(self._open_reply)  # the model's last reply answers the open turn
+                await rollout.end_turn(self._reply(self._open_reply))  # the model's last reply answers the open turn
             return output
 
         try:
@@ -219,13 +219,13 @@ class AgentEnvAgentLoop(ToolAgentLoop):
     ) -> AgentState:
         before = len(agent_data.messages)
         state = await super()._handle_generating_state(agent_data, sampling_params, ignore_termination)
-        self._open_reply = self._reply(agent_data.response_ids)
+        self._open_reply = agent_data.response_ids  # decoded only if it answers the turn (most replies call tools)
         # verl appends the assistant message only when no cap stopped the rollout; with no tool call
         # in it, the model has answered the open turn
         if state != AgentState.TERMINATED or len(agent_data.messages) == before or agent_data.tool_calls:
             return state
         assert self._rollout is not None
-        answer = await self._rollout.end_turn(self._open_reply)
+        answer = await self._rollout.end_turn(self._reply(self._open_reply))
         self._open_reply = None
         if answer.done or answer.prompt is None:
             return AgentState.TERMINATED

@@ -1,9 +1,12 @@
-"""A client of an OpenAI-compatible chat completions endpoint (vLLM, SGLang, OpenAI...), over plain httpx.
+"""A client of an OpenAI-compatible chat completions endpoint (vLLM, SGLang, OpenAI...), over aiohttp.
 
 Only what the tool-calling loop needs: one completion with tools, the usage, and errors that tell the
 endpoint's problems (``EndpointError``: refused, unauthorized, no such model, context too long, tool calls
 not enabled) apart from the env's failures and the model's mistakes, each naming the fix. Busy answers
 (HTTP 429 and 5xx), timeouts and dropped connections mid-run are retried a few times first.
+
+aiohttp rather than httpx: at a thousand requests in flight and more, httpx's CPU per request grows with what is in
+flight, aiohttp's does not (bench/eval_client.py).
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import asyncio
 import json
 import os
 import re
+import ssl
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -21,6 +25,7 @@ from agentenv.errors import AgentEnvError
 __all__ = ["ChatClient", "Completion", "ContextTooLong", "Endpoint", "EndpointError", "ToolCall"]
 
 RETRIES: Final = 5  # tries of a request the endpoint answered busy, timed out or dropped
+POOL: Final = 1024  # the most connections open at once; more requests wait for one (an engine batches fewer anyway)
 _BUSY: Final = frozenset({408, 429, 500, 502, 503, 504})
 _CONTEXT = re.compile(
     r"context[ _-]length|maximum context|context window|max_model_len|too many tokens|prompt is too long|"
@@ -104,6 +109,21 @@ class Completion:
     completion_tokens: int = 0
 
 
+@dataclass(frozen=True)
+class _Answer:
+    """An HTTP answer, read whole: its status and body."""
+
+    status_code: int
+    content: bytes
+
+    @property
+    def text(self) -> str:
+        return self.content.decode(errors="replace")
+
+    def json(self) -> Any:
+        return json.loads(self.content)
+
+
 def _message_of(response: Any) -> str:
     """The error text of an answer: OpenAI's ``error.message``, vLLM's ``message``, FastAPI's ``detail``."""
     try:
@@ -121,24 +141,49 @@ def _message_of(response: Any) -> str:
 
 
 class ChatClient:
-    """Chat completions on one endpoint, from one event loop (one connection pool, shared by the workers)."""
+    """Chat completions on one endpoint, from one event loop (one connection pool, shared by the workers).
 
-    def __init__(self, endpoint: Endpoint) -> None:
-        import httpx
+    ``connections``: the most requests on the wire at once (the eval's ``--concurrency``), capped at ``POOL``;
+    a request past it waits for a connection, however long (only the endpoint's own answer is timed).
+    """
 
+    def __init__(self, endpoint: Endpoint, *, connections: int = POOL) -> None:
         self.endpoint = endpoint
-        self._http = httpx.AsyncClient(
-            base_url=endpoint.url,
-            headers=endpoint.headers(),
-            timeout=httpx.Timeout(endpoint.timeout, connect=30.0),
-            limits=httpx.Limits(max_connections=None, max_keepalive_connections=64),
-            trust_env=not Shared(endpoint.url).loopback,
-        )
+        self._headers = endpoint.headers()
+        self._size = max(1, min(int(connections), POOL))
+        self._trust_env = not Shared(endpoint.url).loopback  # a proxy is for remote endpoints only
+        self._http: Any = None
         self._answered = False
+
+    def _session(self) -> Any:
+        """The connection pool, made on first use (aiohttp binds it to the running event loop)."""
+        if self._http is None:
+            import aiohttp
+
+            self._http = aiohttp.ClientSession(
+                headers=self._headers,
+                connector=aiohttp.TCPConnector(
+                    limit=self._size, limit_per_host=self._size, ssl=_tls(self.endpoint.url, self._trust_env)
+                ),
+                # no total and no pool wait: a request queued for a connection is not failed for waiting
+                timeout=aiohttp.ClientTimeout(total=None, sock_connect=30.0, sock_read=self.endpoint.timeout),
+                trust_env=self._trust_env,
+            )
+        return self._http
+
+    async def _send(self, method: str, path: str, body: Any = None, timeout: float | None = None) -> _Answer:
+        import aiohttp
+
+        # None would mean no timeout at all to aiohttp: leave the session's
+        when = {} if timeout is None else {"timeout": aiohttp.ClientTimeout(sock_connect=timeout, sock_read=timeout)}
+        url = self.endpoint.url + path
+        async with self._session().request(method, url, json=body, **when) as response:
+            return _Answer(response.status, await response.read())
 
     async def aclose(self) -> None:
         """Close the connections."""
-        await self._http.aclose()
+        if self._http is not None:
+            await self._http.close()
 
     # -- errors -------------------------------------------------------------------------------------
 
@@ -198,11 +243,11 @@ class ChatClient:
 
         Reads ``GET /models``; a server without that route is not held against it.
         """
-        import httpx
+        import aiohttp
 
         try:
-            response = await self._http.get("/models", timeout=30.0)
-        except httpx.TransportError as exc:
+            response = await self._send("GET", "/models", timeout=30.0)
+        except (aiohttp.ClientError, TimeoutError) as exc:
             raise self._unreachable(exc) from None
         if response.status_code in (401, 403):
             raise self._refused(response.status_code, _message_of(response))
@@ -218,7 +263,7 @@ class ChatClient:
 
     async def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Completion:
         """The model's next message for ``messages``, offered ``tools`` (OpenAI function tools)."""
-        import httpx
+        import aiohttp
 
         body: dict[str, Any] = {
             "model": self.endpoint.model,
@@ -233,17 +278,17 @@ class ChatClient:
         for attempt in range(1, RETRIES + 1):
             last = attempt == RETRIES
             try:
-                response = await self._http.post("/chat/completions", json=body)
-            except httpx.TimeoutException:
+                response = await self._send("POST", "/chat/completions", body)
+            except TimeoutError:  # aiohttp's timeouts are TimeoutErrors: connecting, or waiting for the answer
                 if last:
                     raise EndpointError(
                         f"{self.endpoint.url} did not answer within --request-timeout="
                         f"{self.endpoint.timeout:g} s, {RETRIES} times: raise it or lower --concurrency",
                         kind="unavailable",
                     ) from None
-            except httpx.TransportError as exc:
+            except aiohttp.ClientError as exc:
                 # refused before any answer: nothing is listening; after one, the server may be restarting: retried
-                if last or (isinstance(exc, httpx.ConnectError) and not self._answered):
+                if last or (isinstance(exc, aiohttp.ClientConnectorError) and not self._answered):
                     raise self._unreachable(exc) from None
             else:
                 if response.status_code == 200:
@@ -287,3 +332,16 @@ class ChatClient:
             prompt_tokens=int(usage.get("prompt_tokens") or 0),
             completion_tokens=int(usage.get("completion_tokens") or 0),
         )
+
+
+def _tls(url: str, trust_env: bool) -> ssl.SSLContext | bool:
+    """The certificates an https endpoint is checked against: certifi's, as httpx did; with ``trust_env``,
+    ``$SSL_CERT_FILE`` or ``$SSL_CERT_DIR`` when set."""
+    if not url.startswith("https:"):
+        return True  # plain HTTP: no TLS to set up
+    cafile, capath = os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR")
+    if trust_env and (cafile or capath):
+        return ssl.create_default_context(cafile=cafile or None, capath=capath or None)
+    import certifi
+
+    return ssl.create_default_context(cafile=certifi.where())

@@ -241,7 +241,7 @@ async def _run(
         workers = capacity
     progress = Progress(len(plan), done=len(plan) - len(todo), stream=stream)
     results = ResultsFile(out / RESULTS)
-    client = ChatClient(config.endpoint)
+    client = ChatClient(config.endpoint, connections=workers)
     complete = False
     try:
         if todo:
