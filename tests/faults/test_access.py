@@ -18,6 +18,7 @@ from websockets.sync.client import connect
 
 from tests.support import FAKE, Ledger, free_port
 from tests.support.faults import Matrix, play, public_address, run
+from tests.support.procs import listening
 from tests.support.wire import ask, open_ws, reset_data, ws_url
 
 TOKEN = "tok-a77c01d4e8"
@@ -49,7 +50,7 @@ def test_a_web_page_can_open_no_session_on_a_tokenless_server_unless_its_origin_
 
 
 TRAINER = r"""
-import sys
+import pickle, sys
 from agentenv_trl import AgentEnv
 
 env = AgentEnv.local(sys.argv[1], max_concurrent_envs=4)
@@ -60,13 +61,18 @@ game.reset(**row)
 game.echo(text="ping")
 game.end_turn(reply="ping")
 print("reward", game.get_reward(), flush=True)
+sys.stdin.readline()  # plays in process until the test has looked for a port
+pickle.dumps(type(game))  # as for a worker TRL spawns: the loopback server starts
+print("served", env._worker_settings()["url"], flush=True)
 sys.stdin.readline()  # serves until the test has tried it
 env.close()
 """
 
 
 @pytest.mark.parametrize("loop", ["auto"])  # the trainer's own server, on uvicorn's choice of loop
-def test_an_in_process_server_answers_only_its_own_process(matrix: Matrix, tmp_path: Path) -> None:
+def test_a_trainer_opens_no_port_until_a_worker_needs_one_and_then_answers_only_its_own_process(
+    matrix: Matrix, tmp_path: Path
+) -> None:
     script = tmp_path / "trainer.py"
     script.write_text(TRAINER)
     env = {**os.environ, **matrix.env(TRL_EXPERIMENTAL_SILENCE="1")}
@@ -75,8 +81,13 @@ def test_an_in_process_server_answers_only_its_own_process(matrix: Matrix, tmp_p
     )
     assert trainer.stdout is not None and trainer.stdin is not None
     try:
+        assert trainer.stdout.readline().split()[1].startswith("local:")  # AgentEnv.local plays in process
+        assert trainer.stdout.readline().split() == ["reward", "1.0"]
+        assert listening(trainer.pid) == []  # nothing on the machine can reach its episodes
+        trainer.stdin.write("\n")
+        trainer.stdin.flush()
         url = trainer.stdout.readline().split()[1]
-        assert trainer.stdout.readline().split() == ["reward", "1.0"]  # its own client has the token
+        assert listening(trainer.pid) == [int(url.rsplit(":", 1)[1])]  # the workers' server, and only it
         assert httpx.get(url + "/health").status_code == 200
         assert httpx.post(url + "/fake/tasks", json={"split": "train"}).status_code == 401  # another process
         with pytest.raises(InvalidStatus) as refused:

@@ -94,3 +94,23 @@ def memory(pid: int, figure: str = "VmRSS") -> int:
         if line.startswith(figure + ":"):
             return int(line.split()[1]) * 1024
     raise AssertionError(f"/proc/{pid}/status has no {figure}")
+
+
+def listening(pid: int) -> list[int]:
+    """The TCP ports process ``pid`` listens on (IPv4 and IPv6): its sockets' inodes matched against the kernel's
+    tables of sockets in state LISTEN (``0A``)."""
+    inodes = set()
+    for link in (PROC / str(pid) / "fd").iterdir():
+        try:
+            target = str(link.readlink())
+        except OSError:  # closed meanwhile
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[8:-1])
+    ports = []
+    for table in ("tcp", "tcp6"):
+        for line in (PROC / str(pid) / "net" / table).read_text().splitlines()[1:]:
+            fields = line.split()
+            if fields[3] == "0A" and fields[9] in inodes:
+                ports.append(int(fields[1].rsplit(":", 1)[1], 16))
+    return sorted(ports)

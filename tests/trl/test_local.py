@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from agentenv.errors import AgentEnvError
 from agentenv_trl import AgentEnv
 
 from tests.support.trl import FAKE
@@ -77,6 +78,23 @@ def test_close_tears_down_the_episodes_left_running(ledger: Any) -> None:
     assert ledger.count("deploy") > ledger.count("teardown")  # one episode open
     env.close()
     assert ledger.count("teardown") == ledger.count("deploy")
+
+
+def test_local_plays_in_process_counts_its_episodes_and_refuses_an_unknown_option_at_once(ledger: Any) -> None:
+    with pytest.raises(AgentEnvError, match=r"max_concurent_envs.*build_app's"):
+        AgentEnv.local(FAKE, max_concurent_envs=4)  # misspelt: refused before anything is deployed
+    assert ledger.count("deploy") == 0
+    with AgentEnv.local(FAKE) as env:
+        row = next(r for r in env.dataset if r["task_id"] == "echo")
+        classes = env.environments  # built by one probe episode per toolset, in this process
+        before = env.episodes_played
+        assert before == len(classes)
+        instance = classes["ok"]()
+        instance.reset(**row)
+        instance.echo(text="ping")
+        instance.end_turn(reply="ping")
+        assert instance.get_reward() == 1.0
+        assert env.url.startswith("local:") and env.episodes_played == before + 1
 
 
 def test_close_ends_the_episodes_on_a_remote_server(serve: Any, ledger: Any) -> None:

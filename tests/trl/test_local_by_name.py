@@ -11,7 +11,7 @@ from agentenv_trl import AgentEnv
 from tests.support.installed_site import Site
 
 
-def test_agentenv_local_serves_an_installed_bundle_by_its_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+def test_agentenv_local_plays_an_installed_bundle_by_its_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     (tmp_path / "site").mkdir()
     monkeypatch.syspath_prepend(str(tmp_path / "site"))
     monkeypatch.chdir(tmp_path)
@@ -20,7 +20,8 @@ def test_agentenv_local_serves_an_installed_bundle_by_its_name(tmp_path: Path, m
     try:
         assert [row["task_id"] for row in env.dataset] == ["add-001"]
         assert env.dataset_for("eval")[0]["task_id"] == "add-002"
-        assert env.shared.url.startswith("http://127.0.0.1:")
+        assert env.shared.url.startswith("local:")  # played in this process, from the installed package's folder
+        assert Path(env.shared.url.removeprefix("local:")).resolve() == folder.resolve()
     finally:
         env.close()
     assert (folder / "bundle.yaml").is_file()

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 from agentenv.client import Session, Shared, read_tasks
-from agentenv.errors import AgentEnvError, EpisodeFailed, ToolDeadline, UnknownSplit
+from agentenv.errors import AgentEnvError, AtCapacity, EpisodeFailed, ToolDeadline, UnknownSplit
 from agentenv.local import Here, played_here
 
 from tests.support.paths import FAKE
@@ -158,3 +158,20 @@ def test_settings_that_play_here_have_a_local_url():
         assert here.shared().url == f"local:{FAKE}" and here.shared().loopback
     finally:
         here.close()
+
+
+def test_a_session_past_max_sessions_is_refused_as_a_full_server_refuses_it():
+    async def crowd() -> tuple[str, str]:
+        async with played_here(FAKE, max_sessions=1, capacity_fix="max_sessions= of this test") as here:
+            first, second = Session(here.shared()), Session(here.shared())
+            await first.start("echo")
+            with pytest.raises(AtCapacity) as full:
+                await second.start("echo")
+            await first.close()
+            started = await second.start("echo")  # a session ended: room for one more
+            await second.close()
+            return str(full.value), started.task_id
+
+    refused, started = asyncio.run(crowd())
+    assert "at capacity: 1/1 sessions active" in refused and "max_sessions= of this test" in refused
+    assert started == "echo"

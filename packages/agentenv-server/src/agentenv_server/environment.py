@@ -57,7 +57,6 @@ class Served(Service):
 
     live: set[BundleEnvironment] = field(default_factory=set)
     loop: asyncio.AbstractEventLoop | None = None
-    episodes_started: int = 0
     recorder: Recorder | None = None  # every played episode's record (agentenv serve --record)
     metrics: Metrics = field(default_factory=Metrics)
     background: set[asyncio.Task[Any]] = field(default_factory=set)
@@ -102,7 +101,6 @@ class BundleEnvironment(Environment[EpisodeAction, EpisodeObservation, State]):
         """An episode of this session is about to start: counted, and known to shutdown and the guard."""
         served = self._served
         served.live.add(self)
-        served.episodes_started += 1
         served.metrics.episode_started(episode.purpose)
         conn = current_connection.get()
         if conn is not None:

@@ -92,7 +92,7 @@ def run_demo(config: DemoConfig, out: TextIO | None = None, progress: TextIO | N
         raise AgentEnvError(f"bundle {bundle.name!r} has no train split; pass another: agentenv demo --bundle PATH")
     eval_split = next((s for s in ("eval", "validation", "test") if s in bundle.splits and bundle.split(s)), None)
     folder = config.output_dir or default_output_dir(config)
-    print(f"serving {bundle.name} ({bundle_path}) on loopback ...", file=out, flush=True)
+    print(f"playing {bundle.name} ({bundle_path}) in this process ...", file=out, flush=True)
     env = AgentEnv.local(bundle_path, max_concurrent_envs=config.max_concurrent_envs)
     try:
         with warnings.catch_warnings(), _reproducible(config):
@@ -108,7 +108,7 @@ def run_demo(config: DemoConfig, out: TextIO | None = None, progress: TextIO | N
     written = write_outputs(report, folder, summaries)
     print("\n" + report.table(), file=out)
     print(
-        f"\n{report.episodes_on_server} episodes played on the server; {seconds['total']:.0f} s in all (warm start "
+        f"\n{report.episodes_played} episodes played; {seconds['total']:.0f} s in all (warm start "
         f"{seconds.get('warm start', 0):.0f} s, GRPO {seconds.get('grpo', 0):.0f} s, eval {seconds.get('eval', 0):.0f} "
         f"s), {seconds['cpu']:.0f} s of CPU",
         file=out,
@@ -223,7 +223,7 @@ def _train(
     evaluate("before GRPO")
     report.steps.extend(_grpo(config, env, trainer, recorder, seconds))
     evaluate("after GRPO")
-    report.episodes_on_server = env._app.state.agentenv.episodes_started
+    report.episodes_played = env.episodes_played
     return report
 
 

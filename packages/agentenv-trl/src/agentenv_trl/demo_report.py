@@ -79,7 +79,7 @@ class DemoReport:
     warm_start_loss: float | None
     steps: list[StepRow] = field(default_factory=list)
     evals: list[EvalRow] = field(default_factory=list)
-    episodes_on_server: int = 0
+    episodes_played: int = 0  # in this process and on a server for spawned workers
     seconds: dict[str, float] = field(default_factory=dict)
     output_dir: str | None = None
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import copyreg
+import dataclasses
 import json
 import threading
 import weakref
@@ -104,6 +105,8 @@ class AgentEnv:
         self._dataset: Dataset | None = None
         self._server: Any = None
         self._app: Any = None
+        self._here: Any = None  # agentenv.local.Here of local()
+        self._served: dict[str, Any] = {}  # build_app's options for local()'s server
         self._closed = False
         _closing.track(self)
 
@@ -129,16 +132,22 @@ class AgentEnv:
         waits_for_server: bool = False,
         **build_app_kwargs: Any,
     ) -> AgentEnv:
-        """Serve ``bundle`` in this process on a loopback port and connect to it.
+        """Play ``bundle`` in this process (``agentenv.local``: no server, no port), and serve it on loopback only
+        for the worker processes TRL spawns, which reach it by URL.
 
-        The server needs this process's own token (``agentenv_server.runner.local_token``), handed to this
-        client in memory: no other program or web page on the machine can play on it. ``build_app_kwargs`` go
-        to ``agentenv_server.build_app`` (``max_concurrent_envs=``, ``reward=``,
-        ``idle_timeout=``, ``record=DIR`` for the record of every episode...). The server stops, after tearing down
-        every episode still running, at ``close()``, at exit, and when the process gets SIGTERM.
+        The server starts when an environment class is first pickled for another process, with this process's own
+        token (``agentenv_server.runner.local_token``) handed over in memory: no other program or web page on the
+        machine can play on it. ``build_app_kwargs`` go to ``agentenv_server.build_app`` for that server
+        (``max_concurrent_envs=``, ``idle_timeout=``...); ``reward=``, ``tool_threads=``, ``record=DIR`` (the
+        record of every episode) and ``max_concurrent_envs=`` (the sessions open at once) apply in this process too.
+        Every episode still running is torn down at ``close()``, at exit, and when the process gets SIGTERM; the
+        server, if one was started, stops then.
         """
-        from agentenv_server import ServerThread, build_app
-        from agentenv_server.runner import local_token
+        import inspect
+
+        from agentenv.local import Here
+        from agentenv.record import Recorder
+        from agentenv_server import build_app
 
         if build_app_kwargs.get("token") is not None:
             raise AgentEnvError(
@@ -146,32 +155,62 @@ class AgentEnv:
                 "agentenv serve BUNDLE --token-var NAME and pass AgentEnv(url, token_var=NAME))"
             )
         build_app_kwargs.pop("token", None)
-        token = local_token()
-        app = build_app(bundle, token=token, tool_timeout=tool_timeout, reset_timeout=reset_timeout, **build_app_kwargs)
-        server = ServerThread(app).start()
+        try:  # an option build_app does not take is refused now, not when a worker first needs the server
+            inspect.signature(build_app).bind(bundle, **build_app_kwargs)
+        except TypeError as exc:
+            raise AgentEnvError(f"AgentEnv.local(): {exc} (the options are agentenv_server.build_app's)") from None
+        record = build_app_kwargs.get("record")
+        if isinstance(record, str | Path):
+            build_app_kwargs["record"] = record = Recorder(record)  # one record folder for both
+        here = Here(
+            bundle,
+            tool_timeout=tool_timeout,
+            reset_timeout=reset_timeout,
+            reward=build_app_kwargs.get("reward"),
+            tool_threads=build_app_kwargs.get("tool_threads"),
+            record=record,
+            max_sessions=build_app_kwargs.get("max_concurrent_envs"),
+            capacity_fix="max_concurrent_envs= of AgentEnv.local (and MAX_CONCURRENT_ENVS for its server's workers)",
+        )
+        env = cls.__new__(cls)
         try:
-            env = cls.__new__(cls)
-            shared = Shared(
-                server.url,
-                tool_timeout=tool_timeout,
-                reset_timeout=reset_timeout,
-                waits_for_server=waits_for_server,
-                bearer=token,
-                client="trl",
-            )
-            env._open(shared, split)
+            env._open(here.shared(waits_for_server=waits_for_server, client="trl"), split)
         except BaseException:
-            server.stop()
+            here.close()
             raise
-        env._server, env._app = server, app
+        env._here = here
+        env._served = {"tool_timeout": tool_timeout, "reset_timeout": reset_timeout, **build_app_kwargs}
         _closing.stop_on_sigterm()
         return env
+
+    @property
+    def episodes_played(self) -> int:
+        """Episodes started for this env by ``local()``: in this process and on its server for spawned workers."""
+        played = self._here.service.episodes_started if self._here is not None else 0
+        return played + (self._app.state.agentenv.episodes_started if self._app is not None else 0)
+
+    def _worker_settings(self) -> dict[str, Any]:
+        """The settings a spawned worker reaches this env's tasks with: its server's (for ``local()``, the loopback
+        server started now, once)."""
+        with self._lock:
+            if self._here is None:
+                return dataclasses.asdict(self.shared)
+            if self._server is None:
+                from agentenv_server import ServerThread, build_app
+                from agentenv_server.runner import local_token
+
+                self._check_open()
+                token = local_token()
+                self._app = build_app(self._here.bundle, token=token, **self._served)
+                self._server = ServerThread(self._app).start()
+                self._worker_shared = dataclasses.replace(self.shared, url=self._server.url, bearer=token, here=None)
+            return dataclasses.asdict(self._worker_shared)
 
     # -- the dataset ---------------------------------------------------------------------------
 
     @property
     def url(self) -> str:
-        """The server's URL."""
+        """Where the tasks are played: the server's URL (``local:FOLDER`` for ``local()``'s, played in this process)."""
         return self.shared.url
 
     @property
@@ -306,6 +345,8 @@ class AgentEnv:
                 instance._close()
         if self._server is not None:
             self._server.stop()
+        if self._here is not None:
+            self._here.close()
 
     def __enter__(self) -> AgentEnv:
         return self
@@ -333,7 +374,10 @@ def _name_toolsets(rows: Sequence[TaskRow]) -> dict[str, str]:
 def _reduce_class(cls: _EnvironmentType) -> str | tuple[Any, tuple[Any, ...]]:
     if "_spec" not in vars(cls):
         return cls.__qualname__  # TaskEnvironment itself: by name, as any class
-    return _rebuild_class, (cls._spec,)  # type: ignore[attr-defined]
+    spec = {**cls._spec, "shared": cls._agentenv._worker_settings()}  # type: ignore[attr-defined]
+    with classes_lock:
+        classes[json.dumps(spec, sort_keys=True)] = cls  # unpickled in this process: the class itself
+    return _rebuild_class, (spec,)
 
 
 copyreg.pickle(_EnvironmentType, _reduce_class)
@@ -347,4 +391,7 @@ def _rebuild_class(spec: dict[str, Any]) -> _EnvironmentType:
     if cls is not None:
         return cls
     owner = AgentEnv._attached(Shared(**spec["shared"]), spec["bundle"])
-    return owner._make_class(spec["name"], spec["key"], [Tool.from_dict(t) for t in spec["tools"]])
+    cls = owner._make_class(spec["name"], spec["key"], [Tool.from_dict(t) for t in spec["tools"]])
+    with classes_lock:
+        classes[key] = cls
+    return cls

@@ -9,7 +9,6 @@ Every instance holds one session of agentenv's session layer; the server plays t
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import threading
 import weakref
@@ -223,8 +222,7 @@ classes_lock = threading.Lock()
 
 def make_class(owner: Owner, class_name: str, key: str, tools: list[Tool], build_method: Any) -> _EnvironmentType:
     """A ``TaskEnvironment`` subclass whose methods are ``tools`` and ``end_turn``, bound to ``owner``."""
-    spec = {
-        "shared": dataclasses.asdict(owner.shared),
+    spec = {  # the shared settings are added when the class is pickled (a worker's may be another server's)
         "bundle": owner.bundle,
         "name": class_name,
         "key": key,
@@ -239,7 +237,4 @@ def make_class(owner: Owner, class_name: str, key: str, tools: list[Tool], build
         _spec=spec,
         __doc__=f"TRL environment for the tasks of toolset {key} on {owner.shared.url}.",
     )
-    cls = _EnvironmentType(class_name, (TaskEnvironment,), namespace)
-    with classes_lock:
-        classes[json.dumps(spec, sort_keys=True)] = cls
-    return cls
+    return _EnvironmentType(class_name, (TaskEnvironment,), namespace)

@@ -37,6 +37,7 @@ class Service:
     threads: ToolThreads
     max_message_bytes: int = 0
     on_end: Callable[[Episode, wire.EpisodeResult], None] | None = None
+    episodes_started: int = 0  # every episode a reset started (plays, probes and checks)
 
     def episode_ended(self, episode: Episode, result: wire.EpisodeResult) -> None:
         """An episode is over (``on_end``)."""
@@ -141,6 +142,7 @@ class Player:
         )
         self.episode = episode
         self.steps = 0
+        service.episodes_started += 1
         if self._on_episode is not None:
             self._on_episode(episode)
         await episode.start()

@@ -34,6 +34,13 @@ class LocalConnection:
         live.add(self)
         self._open = True
         self._running: asyncio.Task[dict[str, Any]] | None = None
+        self._refused: ErrorFrame | None = None
+
+    def refuse(self, code: str, message: str) -> None:
+        """Refuse the session (at capacity, say): its first request is answered with this error, then it is closed,
+        as a server refuses a session it cannot take."""
+        self._refused = ErrorFrame(code, message, {})
+        self._live.discard(self)
 
     @property
     def is_open(self) -> bool:
@@ -52,6 +59,9 @@ class LocalConnection:
     async def request(self, kind: str, data: Mapping[str, Any] | None = None, *, limit: int = 0) -> dict[str, Any]:
         """Play a ``reset`` or ``step`` frame and return the answer's data (``observation``, ``reward``, ``done``)."""
         del limit  # the engine in this process takes a step of any size
+        if self._refused is not None:
+            self._open = False
+            raise self._refused
         await self.open()
         try:
             frame = json.loads(json.dumps(dict(data or {}), allow_nan=False))

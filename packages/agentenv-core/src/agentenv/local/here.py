@@ -21,6 +21,7 @@ from agentenv.engine import RewardArg, Service, ToolThreads, pool_size
 from agentenv.errors import AgentEnvError
 from agentenv.local.connection import LocalConnection
 from agentenv.record import Recorder
+from agentenv.wire import Code
 
 __all__ = ["Here", "played_here"]
 
@@ -32,7 +33,9 @@ class Here:
 
     ``tool_timeout``/``reset_timeout`` are the engine's deadlines (a server's ``build_app`` takes the same);
     ``reward`` a rule for every task instead of each task's own; ``tool_threads`` the pool for sync tools, deploys,
-    teardowns and verifiers; ``record`` a folder (or a ``Recorder``) that gets every episode's record.
+    teardowns and verifiers; ``record`` a folder (or a ``Recorder``) that gets every episode's record;
+    ``max_sessions`` the sessions open at once (a session past it is refused as a server at capacity refuses one;
+    default: no limit); ``capacity_fix`` says how to raise it.
     """
 
     def __init__(
@@ -44,6 +47,8 @@ class Here:
         reward: RewardArg = None,
         tool_threads: int | None = None,
         record: str | Path | Recorder | None = None,
+        max_sessions: int | None = None,
+        capacity_fix: str = "max_sessions= of agentenv.local.Here",
     ) -> None:
         if not isinstance(bundle, Bundle):
             bundle = load_bundle(find_bundle(bundle))
@@ -57,6 +62,7 @@ class Here:
             on_end=self.recorder.episode_ended if self.recorder is not None else None,
         )
         self.url = f"local:{bundle.path}"
+        self.max_sessions, self._capacity_fix = max_sessions, capacity_fix
         self._live: set[LocalConnection] = set()
         self._background: set[asyncio.Task[Any]] = set()
 
@@ -74,7 +80,14 @@ class Here:
 
     def connect(self) -> LocalConnection:
         """A new session (``agentenv.client.InProcess``)."""
-        return LocalConnection(self.service.player(), self._live, self._background)
+        connection = LocalConnection(self.service.player(), self._live, self._background)
+        if self.max_sessions is not None and len(self._live) > self.max_sessions:
+            connection.refuse(
+                Code.CAPACITY,
+                f"at capacity: {self.max_sessions}/{self.max_sessions} sessions active. Wait for a session to end, "
+                f"or play more at once: {self._capacity_fix}",
+            )
+        return connection
 
     def info(self) -> dict[str, Any]:
         """What a server of the bundle answers to ``GET /agentenv``."""
