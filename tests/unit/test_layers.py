@@ -11,6 +11,7 @@ ways (a fixed entry is taken out).
 from __future__ import annotations
 
 import ast
+import gc
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +33,19 @@ BELOW = {  # a core layer -> the core layers it may import (besides itself and t
     "cli": {"plugins", "sandbox", "bundle", "engine", "record", "client", "local", "evaluate"},
 }
 KNOWN: dict[tuple[str, str], str] = {}  # (importer, imported) out of line today -> what removes it
+
+
+def parse(file: Path) -> ast.Module:
+    """``file``'s syntax tree, with the garbage collector paused: a collection whose finalizers run inside the compile
+    (servers stopped by earlier tests on this worker) trips CPython 3.11's "AST constructor recursion depth mismatch"
+    SystemError (cpython gh-106905; it failed this test once in a fresh-clone run)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return ast.parse(file.read_text())
+    finally:
+        if enabled:
+            gc.enable()
 
 
 @dataclass(frozen=True)
@@ -89,7 +103,7 @@ def imports(name: str, file: Path, known: dict[str, tuple[Path, str]]) -> Iterat
         else:
             yield from walk(node, type_only)
 
-    yield from walk(ast.parse(file.read_text()), False)
+    yield from walk(parse(file), False)
 
 
 def layer(module: str) -> str | None:
@@ -122,7 +136,7 @@ def faces(known: dict[str, tuple[Path, str]]) -> dict[str, set[str]]:
     """Each core folder's face: its ``__all__``."""
     out = {}
     for folder in FOLDERS:
-        tree = ast.parse(known[f"agentenv.{folder}"][0].read_text())
+        tree = parse(known[f"agentenv.{folder}"][0])
         for node in tree.body:
             if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "__all__" for t in node.targets):
                 out[f"agentenv.{folder}"] = set(ast.literal_eval(node.value))
