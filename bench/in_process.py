@@ -14,31 +14,16 @@ import argparse
 import asyncio
 import os
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
 
-import httpx
 from agentenv.client import Session, Shared
 from agentenv.local import Here
 
-ROOT = Path(__file__).resolve().parent.parent
-FAKE = ROOT / "tests" / "fixtures" / "bundles" / "fake"
-
-
-def serve(port: int) -> subprocess.Popen[bytes]:
-    argv = [sys.executable, "-m", "agentenv.cli", "serve", str(FAKE), "--port", str(port), "--log-level", "warning"]
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
-                return proc
-        except httpx.HTTPError:
-            time.sleep(0.1)
-    proc.kill()
-    raise RuntimeError("agentenv serve did not start")
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the tests' support package, run from anywhere
+from tests.support.paths import FAKE
+from tests.support.servers import ServeProcess
 
 
 async def measure(shared: Shared, calls: int) -> tuple[float, float, float]:
@@ -68,7 +53,7 @@ async def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--port", type=int, default=8791)
     args = parser.parse_args()
-    server = serve(args.port)
+    server = ServeProcess(FAKE, port=args.port).start()
     here = Here(FAKE)
     sides = {"in process": here.shared(), "server": Shared(f"http://127.0.0.1:{args.port}")}
     got: dict[str, list[tuple[float, float, float]]] = {name: [] for name in sides}
@@ -81,7 +66,6 @@ async def main() -> None:
     finally:
         await here.aclose()
         server.terminate()
-        server.wait(10)
     print(f"{'':<12}{'call p50':>12}{'client CPU/call':>18}{'episode start+end':>20}")
     med = {name: [statistics.median(r[i] for r in rows) for i in range(3)] for name, rows in got.items()}
     for name, (p50, cpu, episode) in med.items():

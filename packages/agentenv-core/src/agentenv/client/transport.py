@@ -201,10 +201,7 @@ class Transport:
         from websockets.exceptions import ConnectionClosed
 
         frame = {"type": kind} if data is None else {"type": kind, "data": dict(data)}
-        try:
-            text = json.dumps(frame, allow_nan=False)
-        except ValueError as exc:  # NaN or Infinity (allow_nan), or an int past sys.get_int_max_str_digits()
-            raise ErrorFrame(NOT_JSON, f"it holds a number standard JSON cannot carry ({exc}); not sent", {}) from None
+        text = standard_json(frame)
         if limit and len(text) > limit // 4 and len(text.encode()) > limit:
             raise ErrorFrame(
                 TOO_LARGE,
@@ -275,6 +272,14 @@ class Transport:
         transport = getattr(ws, "transport", None)
         if transport is not None:
             transport.abort()  # the server sees the connection end and frees the session's slot at once
+
+
+def standard_json(frame: Mapping[str, Any]) -> str:
+    """``frame`` as standard JSON; ``ErrorFrame`` with code ``NOT_STANDARD_JSON`` for a number it cannot carry."""
+    try:
+        return json.dumps(frame, allow_nan=False)
+    except ValueError as exc:  # NaN or Infinity (allow_nan), or an int past sys.get_int_max_str_digits()
+        raise ErrorFrame(NOT_JSON, f"it holds a number standard JSON cannot carry ({exc}); not sent", {}) from None
 
 
 def _unanswered(seconds: float) -> str:

@@ -15,11 +15,10 @@ from typing import Any
 
 from agentenv import wire
 from agentenv.client import Closed, ErrorFrame
+from agentenv.client.transport import standard_json
 from agentenv.engine import Player
 
 __all__ = ["LocalConnection"]
-
-_NOT_JSON = "NOT_STANDARD_JSON"  # what agentenv.client's transport calls a frame it will not send
 
 
 class LocalConnection:
@@ -63,10 +62,7 @@ class LocalConnection:
             self._open = False
             raise self._refused
         await self.open()
-        try:
-            frame = json.loads(json.dumps(dict(data or {}), allow_nan=False))
-        except ValueError as exc:
-            raise ErrorFrame(_NOT_JSON, f"it holds a number standard JSON cannot carry ({exc}); not sent", {}) from None
+        frame = json.loads(standard_json(dict(data or {})))  # refused as the transport refuses it
         running = self._running = asyncio.ensure_future(self._play(kind, frame))
         try:
             fields = await asyncio.shield(running)  # a deadline that expires leaves the call to abort()

@@ -51,7 +51,7 @@ class Here:
         capacity_fix: str = "max_sessions= of agentenv.local.Here",
     ) -> None:
         if not isinstance(bundle, Bundle):
-            bundle = load_bundle(find_bundle(bundle))
+            bundle = load_bundle(bundle)  # a folder, or an installed bundle's name (load_bundle resolves it)
         self.recorder = Recorder(record) if isinstance(record, str | Path) else record
         self.service = Service(
             bundle,
